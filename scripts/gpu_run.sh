@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Everything that needs the GPU, in one run (device time is scarce): GPU unit tests, full-model
+# logits against HF transformers on the same GPU, and the decode benchmark. Binaries come prebuilt
+# in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
+#   OUT=/some/dir scripts/gpu_run.sh [tests] [hf] [bench] [sanitize]   (default: tests hf bench)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.carry/bin}
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+export MEGAOPS_GIT_SHA=${MEGAOPS_GIT_SHA:-$(cat "$BIN/GIT_SHA" 2>/dev/null || echo unknown)}
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(tests hf bench)
+status=0
+want() { for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+log() { echo "== $* ($(date -u +%H:%M:%S))"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+
+if want tests; then
+  log "GPU unit tests"
+  "$BIN/megaops_gpu_tests" --gtest_output=json:"$OUT/gpu_tests.json" >"$OUT/gpu_tests.log" 2>&1 || status=1
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran" "$OUT/gpu_tests.log" | tail -40
+fi
+
+if want hf; then
+  for preset in llama3.2-1b qwen3-0.6b; do
+    log "HF transformers vs megaops: $preset"
+    dir=/tmp/megaops-ckpt/$preset
+    "$BIN/megaops" init-random --preset "$preset" --out "$dir" 2>/dev/null || status=1
+    python3 scripts/hf_compare.py --model "$dir" --out "/tmp/hf-$preset.safetensors" \
+      --prompt 32 --steps 65 || status=1
+    "$BIN/megaops" check-logits --model "$dir" --expected "/tmp/hf-$preset.safetensors" \
+      --json "$OUT/hf_check_$preset.json" || status=1
+  done
+fi
+
+if want bench; then
+  for preset in ${BENCH_PRESETS:-llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b}; do
+    log "bench $preset"
+    "$BIN/megaops" bench --preset "$preset" --batch ${BENCH_BATCHES:-1,8,32} --prompt 32 \
+      --gen 128 --repeats 3 --pdl both --json "$OUT/bench_$preset.json" 2>/dev/null || status=1
+  done
+fi
+
+if want sanitize; then
+  for tool in memcheck racecheck synccheck; do
+    log "compute-sanitizer $tool"
+    compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/megaops_gpu_tests" \
+      --gtest_filter="${SANITIZE_FILTER:-*Small*}" >"$OUT/sanitize_$tool.log" 2>&1 || status=1
+    tail -3 "$OUT/sanitize_$tool.log"
+  done
+fi
+log "done, status $status"
+exit $status

@@ -1,0 +1,45 @@
+// Attention over the KV cache with GQA (query head h reads kv head h / (num_heads / num_kv_heads)).
+// Decode: one query token per sequence against its ctx_len cached positions. Prefill: causal, each
+// query token at position p attends to positions [0, p] of its slot; tokens of one sequence are
+// contiguous and in position order. The KV cache layout is [max_batch, max_seq, num_kv_heads,
+// head_dim] in bf16; accumulation is fp32.
+#pragma once
+
+#include "kernels/common.cuh"
+
+namespace megaops {
+
+struct DecodeAttentionParams {
+  const bf16* q = nullptr;  // [b, num_heads, head_dim]
+  const bf16* k_cache = nullptr;
+  const bf16* v_cache = nullptr;
+  const int32_t* slots = nullptr;     // [b]
+  const int32_t* ctx_lens = nullptr;  // [b]: keys [0, ctx_len) are attended (device memory, so a
+                                      // captured graph sees the length grow)
+  bf16* out = nullptr;                // [b, num_heads * head_dim]
+  float* workspace = nullptr;         // decode_attention_workspace_floats() floats
+  int b = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, max_seq = 0;
+  float scale = 1.0f;
+  LaunchOptions launch;
+};
+
+// Workspace the decode kernel needs (split over the sequence for long contexts).
+size_t decode_attention_workspace_floats(int b, int num_heads, int head_dim, int max_seq);
+
+cudaError_t launch_decode_attention(const DecodeAttentionParams& p);
+
+struct PrefillAttentionParams {
+  const bf16* q = nullptr;  // [t, num_heads, head_dim]
+  const bf16* k_cache = nullptr;
+  const bf16* v_cache = nullptr;
+  const int32_t* slots = nullptr;      // [t]
+  const int32_t* positions = nullptr;  // [t]
+  bf16* out = nullptr;                 // [t, num_heads * head_dim]
+  int t = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, max_seq = 0;
+  float scale = 1.0f;
+  LaunchOptions launch;
+};
+
+cudaError_t launch_prefill_attention(const PrefillAttentionParams& p);
+
+}  // namespace megaops

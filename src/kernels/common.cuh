@@ -1,0 +1,61 @@
+// What every kernel file shares: the bf16 type, programmatic dependent launch (PDL) hooks, and the
+// one generic launcher all launchers go through (so PDL and error checking are set in one place).
+//
+// PDL contract: a kernel may issue loads of its own weights before pdl_wait(), never reads a
+// predecessor's output before it, and calls pdl_launch_dependents() once its successor may start
+// being scheduled. Without PDL on the launch both calls are no-ops.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace megaops {
+
+using bf16 = __nv_bfloat16;
+
+// Blocks until the preceding kernel in the stream has completed (or triggered) when launched with
+// PDL; a no-op otherwise.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next PDL-launched kernel in the stream begin its prologue.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
+// Where and how to launch: every launcher's params end in one of these.
+struct LaunchOptions {
+  cudaStream_t stream = nullptr;
+  bool pdl = false;  // programmatic dependent launch (Hopper+)
+};
+
+// Launches `kernel` with cudaLaunchKernelEx, adding the PDL attribute when asked; returns the launch
+// status (cudaGetLastError semantics).
+template <typename... KArgs, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                          const LaunchOptions& opt, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = opt.stream;
+  cudaLaunchAttribute attr[1];
+  if (opt.pdl) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+
+inline unsigned ceil_div(unsigned a, unsigned b) { return (a + b - 1) / b; }
+
+}  // namespace megaops

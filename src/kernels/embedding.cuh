@@ -1,0 +1,18 @@
+// Token embedding: residual[r, :] = table[ids[r], :] as fp32 (the residual stream is fp32).
+#pragma once
+
+#include "kernels/common.cuh"
+
+namespace megaops {
+
+struct EmbeddingParams {
+  const int32_t* ids = nullptr;  // [n], validated < vocab on the host
+  const bf16* table = nullptr;   // [vocab, hidden]
+  float* out = nullptr;          // [n, hidden]
+  int n = 0, hidden = 0, vocab = 0;
+  LaunchOptions launch;
+};
+
+cudaError_t launch_embedding(const EmbeddingParams& p);
+
+}  // namespace megaops

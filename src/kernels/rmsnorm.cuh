@@ -1,0 +1,23 @@
+// Residual add fused with RMSNorm, the op between every two blocks of a decoder layer:
+//   residual[r, :] += delta[r, :]   (skipped when delta is null)
+//   out[r, :] = residual[r, :] / sqrt(mean(residual[r, :]^2) + eps) * weight
+// The residual stream stays fp32; out is bf16, the input of the next matmul.
+#pragma once
+
+#include "kernels/common.cuh"
+
+namespace megaops {
+
+struct AddRmsNormParams {
+  float* residual = nullptr;     // [rows, n], updated in place when delta is set
+  const bf16* delta = nullptr;   // [rows, n] or null
+  const bf16* weight = nullptr;  // [n]
+  bf16* out = nullptr;           // [rows, n]; may be null (only the residual update)
+  int rows = 0, n = 0;
+  float eps = 1e-5f;
+  LaunchOptions launch;
+};
+
+cudaError_t launch_add_rmsnorm(const AddRmsNormParams& p);
+
+}  // namespace megaops

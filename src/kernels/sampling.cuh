@@ -1,0 +1,26 @@
+// Next-token selection for each row of fp32 logits: greedy (temperature <= 0) or sampled with
+// temperature, top-k and top-p, exactly as ref::sample defines it, with the uniform number from
+// ref::sampling_uniform's counter-based generator (seed, row, step), the step read from device
+// memory so a replayed graph draws fresh numbers.
+#pragma once
+
+#include "kernels/common.cuh"
+
+namespace megaops {
+
+struct SampleParams {
+  const float* logits = nullptr;  // [b, vocab], row stride ld
+  int64_t ld = 0;
+  int b = 0, vocab = 0;
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  const uint32_t* step = nullptr;  // device scalar
+  int32_t* tokens = nullptr;       // [b]
+  LaunchOptions launch;
+};
+
+cudaError_t launch_sample(const SampleParams& p);
+
+}  // namespace megaops

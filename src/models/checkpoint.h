@@ -1,0 +1,54 @@
+// A Hugging Face checkpoint directory: config.json plus one model.safetensors or several shards
+// listed by model.safetensors.index.json, memory-mapped and validated against the architecture:
+// every expected tensor present exactly once with the shape the config implies. Any mismatch is an
+// InputError naming the file and the tensor.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "models/model_config.h"
+
+namespace megaops {
+
+class Checkpoint {
+ public:
+  static Checkpoint open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const ModelConfig& config() const { return config_; }
+
+  // A validated expected weight; throws InputError if the name is not one of expected_weights().
+  const TensorView& weight(const std::string& name) const;
+
+  // The weight converted to fp32.
+  std::vector<float> weight_f32(const std::string& name) const;
+
+  // Total bytes of the expected weights as stored on disk.
+  size_t total_bytes() const;
+
+ private:
+  std::string dir_;
+  ModelConfig config_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::vector<std::pair<std::string, const TensorView*>> weights_;  // sorted by name
+};
+
+// Fills `out` (numel floats) with the deterministic random values of weight `spec` (index
+// `tensor_index` in expected_weights order) for `seed`: counter-based, so any slice can be produced
+// independently and in parallel. Norm weights are 1 + small noise; everything else is
+// uniform with std 0.02.
+void random_weight_values(const WeightSpec& spec, uint32_t tensor_index, uint64_t seed,
+                          size_t begin, size_t count, float* out);
+
+// Writes a complete HF-format checkpoint for `cfg` with random weights (see random_weight_values):
+// config.json plus safetensors in `dtype`, sharded with an index file when larger than
+// max_shard_bytes. `progress` (may be empty) is called with bytes written so far and total.
+void write_random_checkpoint(const ModelConfig& cfg, const std::string& dir, uint64_t seed,
+                             DType dtype, size_t max_shard_bytes,
+                             const std::function<void(size_t, size_t)>& progress);
+
+}  // namespace megaops

@@ -1,0 +1,82 @@
+// The conventional executor: one kernel per op on one stream, barriers between them. Decode steps
+// are captured once per (batch size, PDL) into a CUDA graph and replayed; prefill runs eagerly in
+// chunks. This is the baseline every other executor is measured against, and the one that must
+// always work.
+//
+// Device state that changes per step (positions, context lengths, the sampler's step counter,
+// the tokens fed back) lives in device memory and is advanced by a kernel at the end of the
+// captured step, so a graph replays without any host-side parameter update.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/model_config.h"
+#include "reference/ops.h"
+
+namespace megaops {
+
+class Checkpoint;
+
+struct ExecutorOptions {
+  int max_batch = 1;             // sequences decoded together (1..64)
+  int max_seq = 2048;            // positions per sequence (prompt + generated)
+  int prefill_chunk = 2048;      // tokens per prefill launch sequence
+  bool pdl = false;              // programmatic dependent launch for decode steps
+  bool debug_sync = false;       // synchronise and check after every op (localises failures)
+  ref::SamplingParams sampling;  // temperature <= 0: greedy
+};
+
+// Fills `out` (numel floats) with the values of weight `spec`; used to upload weights from a
+// checkpoint or from a deterministic random preset without materialising fp32 copies of the whole
+// model.
+using WeightFiller = std::function<void(const WeightSpec& spec, size_t tensor_index, float* out)>;
+
+WeightFiller checkpoint_filler(const Checkpoint& ckpt);
+WeightFiller random_filler(uint64_t seed);
+
+class ConventionalExecutor {
+ public:
+  // Uploads all weights as bf16. `progress` (may be empty) gets (bytes done, bytes total).
+  ConventionalExecutor(const ModelConfig& cfg, const WeightFiller& weights, ExecutorOptions opt,
+                       const std::function<void(size_t, size_t)>& progress = {});
+  ~ConventionalExecutor();
+  ConventionalExecutor(const ConventionalExecutor&) = delete;
+  ConventionalExecutor& operator=(const ConventionalExecutor&) = delete;
+
+  const ModelConfig& config() const;
+  const ExecutorOptions& options() const;
+
+  // Starts a new batch: runs the prompts (one per sequence, 1 <= count <= max_batch) and returns
+  // the first generated token of each. Throws InputError on empty prompts, ids outside the
+  // vocabulary or prompts longer than max_seq.
+  std::vector<int> prefill(const std::vector<std::vector<int>>& prompts);
+
+  // One decode step for every sequence of the batch: feeds the last tokens (or `forced`, one per
+  // sequence, when given) and returns the next token of each. Throws InputError when a sequence
+  // would pass max_seq.
+  std::vector<int> decode_step(const std::vector<int>* forced = nullptr);
+
+  // Logits [batch, vocab] of the last prefill (its last position) or decode step.
+  std::vector<float> last_logits() const;
+
+  // Switches PDL for subsequent decode steps (graphs are cached per batch size and PDL).
+  void set_pdl(bool pdl);
+
+  // Bytes of weights on the device (what a decode step streams at least once).
+  size_t weight_bytes() const;
+  // KV-cache bytes a decode step reads for the current batch at the current lengths.
+  size_t kv_bytes_read() const;
+
+  cudaStream_t stream() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace megaops

@@ -1,0 +1,192 @@
+// `megaops bench`: decode throughput of the conventional executor, with and without PDL, for a list
+// of batch sizes. Times whole generations the way `generate` runs them (graph replay, token copied
+// back every step), reports the median and spread over repeats, and puts every figure beside the
+// HBM read ceiling measured in the same run and the bandwidth floor (weight bytes / ceiling).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/counter_rng.h"
+#include "core/error.h"
+#include "models/checkpoint.h"
+
+#ifdef MEGAOPS_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/hbm_read.cuh"
+#include "runtime/conventional.h"
+#endif
+
+namespace megaops::cli {
+
+namespace {
+
+struct BenchOpts {
+  std::string model, preset, batches = "1", pdl = "both", json_out, git_sha;
+  int prompt = 32, gen = 128, repeats = 3;
+  uint64_t seed = 0;
+};
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#ifdef MEGAOPS_HAVE_CUDA
+int run(const BenchOpts& o) {
+  if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");
+  if (o.model.empty() == o.preset.empty())
+    throw_input_error("bench", "--model/--preset", "give exactly one of --model or --preset");
+  if (o.prompt < 1 || o.gen < 2 || o.repeats < 1)
+    throw_input_error("bench", "--prompt/--gen/--repeats",
+                      "expected prompt >= 1, gen >= 2, repeats >= 1");
+  const std::vector<int> batches = parse_int_list(o.batches, "--batch");
+  std::vector<bool> pdl_modes;
+  if (o.pdl == "both") {
+    pdl_modes = {false, true};
+  } else if (o.pdl == "on") {
+    pdl_modes = {true};
+  } else if (o.pdl == "off") {
+    pdl_modes = {false};
+  } else {
+    throw_input_error("--pdl", "", "expected off, on or both, found '" + o.pdl + "'");
+  }
+  std::unique_ptr<Checkpoint> ckpt;
+  ModelConfig cfg;
+  if (!o.model.empty()) {
+    ckpt = std::make_unique<Checkpoint>(Checkpoint::open(o.model));
+    cfg = ckpt->config();
+  } else {
+    cfg = preset_config(o.preset);
+  }
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
+  for (int b : batches)
+    if (b < 1 || b > 64) throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(b));
+
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  std::fprintf(stderr, "measuring the HBM read ceiling...\n");
+  const double ceiling_gbps = measure_hbm_read_gbps(size_t{4} << 30, 20);
+
+  ExecutorOptions eo;
+  eo.max_batch = max_batch;
+  eo.max_seq = o.prompt + o.gen;
+  eo.prefill_chunk = std::max(64, std::min(2048, max_batch * o.prompt));
+  const std::string what = o.model.empty() ? o.preset : o.model;
+  ConventionalExecutor ex(cfg, ckpt ? checkpoint_filler(*ckpt) : random_filler(o.seed), eo,
+                          [&](size_t d, size_t t) { print_progress("loading " + what, d, t); });
+  const double floor_ms = ex.weight_bytes() / (ceiling_gbps * 1e9) * 1e3;
+
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("%-14s %5s %4s %22s %10s %9s %8s %7s %9s\n", "model", "batch", "pdl",
+              "ms/token med [min,max]", "tok/s", "TTFT ms", "GB/s", "%ceil", "floor ms");
+  for (int b : batches) {
+    std::vector<std::vector<int>> prompts(b, std::vector<int>(o.prompt));
+    for (int s = 0; s < b; ++s)
+      for (int i = 0; i < o.prompt; ++i)
+        prompts[s][i] = static_cast<int>(counter_random(o.seed, s, i) % cfg.vocab_size);
+    for (bool pdl : pdl_modes) {
+      ex.set_pdl(pdl);
+      std::vector<double> step_ms, ttft_ms;
+      double gbps_sum = 0;
+      for (int r = 0; r <= o.repeats && !g_interrupted; ++r) {  // r == 0 warms up and captures
+        const auto t0 = std::chrono::steady_clock::now();
+        ex.prefill(prompts);
+        const auto t1 = std::chrono::steady_clock::now();
+        size_t kv_bytes = 0;
+        for (int g = 1; g < o.gen; ++g) {
+          kv_bytes += ex.kv_bytes_read();
+          ex.decode_step();
+        }
+        const auto t2 = std::chrono::steady_clock::now();
+        if (r == 0) continue;
+        const double dec_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+        const double per_step = dec_ms / (o.gen - 1);
+        step_ms.push_back(per_step);
+        ttft_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        const double bytes = static_cast<double>(ex.weight_bytes()) * (o.gen - 1) + kv_bytes;
+        gbps_sum += bytes / (dec_ms * 1e-3) / 1e9;
+      }
+      if (g_interrupted) return 130;
+      const double med = median(step_ms);
+      const double gbps = gbps_sum / step_ms.size();
+      const double lo = *std::min_element(step_ms.begin(), step_ms.end());
+      const double hi = *std::max_element(step_ms.begin(), step_ms.end());
+      char range[64];
+      std::snprintf(range, sizeof(range), "%.4f [%.4f,%.4f]", med, lo, hi);
+      std::printf("%-14s %5d %4s %22s %10.1f %9.3f %8.1f %6.1f%% %9.4f\n",
+                  (o.preset.empty() ? "ckpt" : o.preset.c_str()), b, pdl ? "on" : "off", range,
+                  b * 1e3 / med, median(ttft_ms), gbps, 100.0 * gbps / ceiling_gbps, floor_ms);
+      std::fflush(stdout);
+      rows.push_back({{"batch", b},
+                      {"pdl", pdl},
+                      {"executor", "conventional"},
+                      {"ms_per_token_median", med},
+                      {"ms_per_token_min", lo},
+                      {"ms_per_token_max", hi},
+                      {"ms_per_token_all", step_ms},
+                      {"tokens_per_s", b * 1e3 / med},
+                      {"ttft_ms_median", median(ttft_ms)},
+                      {"achieved_gbps", gbps},
+                      {"pct_of_hbm_read_ceiling", 100.0 * gbps / ceiling_gbps}});
+    }
+  }
+  if (!o.json_out.empty()) {
+    nlohmann::json j = {{"git_sha", o.git_sha},
+                        {"date_utc", utc_now()},
+                        {"gpu", prop.name},
+                        {"sm_count", prop.multiProcessorCount},
+                        {"model", o.model.empty() ? o.preset : o.model},
+                        {"prompt_tokens", o.prompt},
+                        {"new_tokens", o.gen},
+                        {"repeats", o.repeats},
+                        {"weight_bytes", ex.weight_bytes()},
+                        {"hbm_read_ceiling_gbps", ceiling_gbps},
+                        {"bandwidth_floor_ms", floor_ms},
+                        {"results", rows}};
+    std::ofstream f(o.json_out);
+    if (!f) throw Error("cannot write " + o.json_out);
+    f << j.dump(2) << "\n";
+  }
+  return 0;
+}
+#endif
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOpts>();
+  if (const char* sha = std::getenv("MEGAOPS_GIT_SHA")) o->git_sha = sha;
+  app.add_option("--model", o->model, "Hugging Face checkpoint directory");
+  app.add_option("--preset", o->preset, "random weights of a named architecture (no files)");
+  app.add_option("--batch", o->batches, "batch sizes, e.g. 1,8,32");
+  app.add_option("--prompt", o->prompt, "prompt tokens per sequence");
+  app.add_option("--gen", o->gen, "new tokens per sequence (the first comes from prefill)");
+  app.add_option("--repeats", o->repeats, "timed generations per configuration");
+  app.add_option("--pdl", o->pdl, "off, on or both");
+  app.add_option("--seed", o->seed, "seed of the random weights and prompts");
+  app.add_option("--json", o->json_out, "write results as JSON here");
+  app.add_option("--git-sha", o->git_sha, "recorded in the JSON (default $MEGAOPS_GIT_SHA)");
+  return [o]() -> int {
+#ifdef MEGAOPS_HAVE_CUDA
+    return run(*o);
+#else
+    throw DeviceError("bench: this build has no CUDA support");
+#endif
+  };
+}
+
+}  // namespace megaops::cli

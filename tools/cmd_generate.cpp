@@ -1,0 +1,120 @@
+// `megaops generate`: runs a prompt of token ids and streams the generated ids as they are
+// produced, one per line... on the GPU conventional executor, or on the CPU oracle (and says so)
+// when there is no GPU.
+#include <cstdio>
+#include <memory>
+
+#include "commands.h"
+#include "core/error.h"
+#include "models/checkpoint.h"
+#include "reference/model.h"
+
+#ifdef MEGAOPS_HAVE_CUDA
+#include "runtime/conventional.h"
+#endif
+
+namespace megaops::cli {
+
+namespace {
+
+struct GenerateOpts {
+  std::string model, prompt_ids;
+  int max_new_tokens = 16;
+  float temperature = 0.0f, top_p = 1.0f;
+  int top_k = 0;
+  uint64_t seed = 0;
+  bool cpu = false, pdl = false, stop_at_eos = true;
+};
+
+bool is_eos(const ModelConfig& cfg, int tok) {
+  for (int e : cfg.eos_token_ids)
+    if (e == tok) return true;
+  return false;
+}
+
+void emit(int tok) {
+  std::printf("%d\n", tok);
+  std::fflush(stdout);
+}
+
+int run_cpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int>& prompt) {
+  std::fprintf(stderr, "generate: %s; running on the CPU oracle (fp32, slow)\n",
+               gpu_available() ? "--cpu given" : "no CUDA device");
+  const ref::Weights w = ref::load_weights(ckpt);
+  const int max_seq = static_cast<int>(prompt.size()) + o.max_new_tokens;
+  if (max_seq > ckpt.config().max_position_embeddings)
+    throw_input_error("--max-new-tokens", "",
+                      "prompt + new tokens = " + std::to_string(max_seq) +
+                          " exceeds max_position_embeddings " +
+                          std::to_string(ckpt.config().max_position_embeddings));
+  ref::Model model(w, max_seq);
+  ref::SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
+  std::vector<float> logits = model.forward(prompt);
+  const int vocab = ckpt.config().vocab_size;
+  for (int step = 0; step < o.max_new_tokens && !g_interrupted; ++step) {
+    const float* last = logits.data() + logits.size() - vocab;
+    const int tok = ref::sample(last, vocab, sp, ref::sampling_uniform(o.seed, 0, step));
+    emit(tok);
+    if (o.stop_at_eos && is_eos(ckpt.config(), tok)) break;
+    if (step + 1 < o.max_new_tokens) logits = model.forward({tok});
+  }
+  return g_interrupted ? 130 : 0;
+}
+
+#ifdef MEGAOPS_HAVE_CUDA
+int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int>& prompt) {
+  ExecutorOptions eo;
+  eo.max_batch = 1;
+  eo.max_seq = static_cast<int>(prompt.size()) + o.max_new_tokens;
+  eo.prefill_chunk = std::min(2048, eo.max_seq);
+  eo.pdl = o.pdl;
+  eo.sampling = {o.temperature, o.top_k, o.top_p, o.seed};
+  ConventionalExecutor ex(ckpt.config(), checkpoint_filler(ckpt), eo,
+                          [&](size_t d, size_t t) { print_progress("loading " + o.model, d, t); });
+  int tok = ex.prefill({prompt})[0];
+  for (int step = 0; step < o.max_new_tokens && !g_interrupted; ++step) {
+    emit(tok);
+    if (o.stop_at_eos && is_eos(ckpt.config(), tok)) break;
+    if (step + 1 < o.max_new_tokens) tok = ex.decode_step()[0];
+  }
+  return g_interrupted ? 130 : 0;
+}
+#endif
+
+}  // namespace
+
+Runner add_generate(CLI::App& app) {
+  auto o = std::make_shared<GenerateOpts>();
+  app.add_option("--model", o->model, "Hugging Face checkpoint directory")->required();
+  app.add_option("--prompt-ids", o->prompt_ids, "prompt token ids, e.g. 1,2,3")->required();
+  app.add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate");
+  app.add_option("--temperature", o->temperature, "0 = greedy (default)");
+  app.add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = off)");
+  app.add_option("--top-p", o->top_p, "nucleus sampling threshold (1 = off)");
+  app.add_option("--seed", o->seed, "sampling seed");
+  app.add_flag("--cpu", o->cpu, "run on the fp32 CPU oracle even if a GPU is present");
+  app.add_flag("--pdl", o->pdl, "launch decode kernels with programmatic dependent launch");
+  app.add_flag("!--ignore-eos", o->stop_at_eos, "keep generating past end-of-sequence tokens");
+  return [o]() {
+    if (o->max_new_tokens < 1)
+      throw_input_error("--max-new-tokens", "",
+                        "expected >= 1, found " + std::to_string(o->max_new_tokens));
+    if (o->top_p <= 0 || o->top_p > 1)
+      throw_input_error("--top-p", "", "expected a value in (0, 1], found " +
+                                           std::to_string(o->top_p));
+    const std::vector<int> prompt = parse_int_list(o->prompt_ids, "--prompt-ids");
+    const Checkpoint ckpt = Checkpoint::open(o->model);
+    const int vocab = ckpt.config().vocab_size;
+    for (int id : prompt)
+      if (id < 0 || id >= vocab)
+        throw_input_error("--prompt-ids", "",
+                          "token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                              std::to_string(vocab) + ") of " + o->model);
+#ifdef MEGAOPS_HAVE_CUDA
+    if (!o->cpu && gpu_available()) return run_gpu(*o, ckpt, prompt);
+#endif
+    return run_cpu(*o, ckpt, prompt);
+  };
+}
+
+}  // namespace megaops::cli

@@ -1,0 +1,33 @@
+// The `megaops` subcommands. Each registers its options on a CLI11 subcommand and returns a
+// function that runs it; errors propagate as megaops::Error and main() turns them into one line on
+// stderr and a non-zero exit.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace megaops::cli {
+
+using Runner = std::function<int()>;
+
+Runner add_init_random(CLI::App& app);
+Runner add_generate(CLI::App& app);
+Runner add_bench(CLI::App& app);
+Runner add_check_logits(CLI::App& app);
+
+// Set by SIGINT; long loops check it and stop cleanly.
+extern std::atomic<bool> g_interrupted;
+
+// "1,2,3" -> {1, 2, 3}; throws InputError naming `option` on anything else.
+std::vector<int> parse_int_list(const std::string& text, const std::string& option);
+
+// True when the binary has CUDA support and a device is present.
+bool gpu_available();
+
+// Prints "\r<label> NN%" to stderr (a progress line for long work); `done == total` ends the line.
+void print_progress(const std::string& label, size_t done, size_t total);
+
+}  // namespace megaops::cli

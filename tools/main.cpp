@@ -1,0 +1,93 @@
+// Entry point of the `megaops` command line: init-random, generate, bench, check-logits. Every
+// error becomes one line on stderr and exit status 1 (2 for usage errors, 130 for SIGINT).
+#include <csignal>
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "core/error.h"
+
+#ifdef MEGAOPS_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace megaops::cli {
+
+std::atomic<bool> g_interrupted{false};
+
+std::vector<int> parse_int_list(const std::string& text, const std::string& option) {
+  std::vector<int> out;
+  size_t i = 0;
+  while (i <= text.size()) {
+    const size_t j = std::min(text.find(',', i), text.size());
+    const std::string item = text.substr(i, j - i);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < INT32_MIN || v > INT32_MAX)
+      throw_input_error(option, "", "expected a comma-separated list of integers, found '" +
+                                        item + "' in '" + text + "'");
+    out.push_back(static_cast<int>(v));
+    i = j + 1;
+  }
+  return out;
+}
+
+bool gpu_available() {
+#ifdef MEGAOPS_HAVE_CUDA
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+#else
+  return false;
+#endif
+}
+
+void print_progress(const std::string& label, size_t done, size_t total) {
+  static int last = -1;
+  const int pct = total ? static_cast<int>(100.0 * done / total) : 100;
+  if (pct == last && done != total) return;
+  last = pct;
+  std::fprintf(stderr, "\r%s %3d%%%s", label.c_str(), pct, done >= total ? "\n" : "");
+  std::fflush(stderr);
+  if (done >= total) last = -1;
+}
+
+}  // namespace megaops::cli
+
+int main(int argc, char** argv) {
+  using namespace megaops::cli;
+  std::signal(SIGINT, [](int) { g_interrupted = true; });
+  CLI::App app{"megaops: dense decoder LLM inference (Llama 3, Qwen 3) on CUDA"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, Runner> runners;
+  auto add = [&](const char* name, const char* help, Runner (*fn)(CLI::App&)) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    runners[sub] = fn(*sub);
+  };
+  add("init-random", "write a random-weight HF checkpoint of a real architecture", add_init_random);
+  add("generate", "stream generated token ids for a prompt", add_generate);
+  add("bench", "measure decode ms/token, tok/s, TTFT and bandwidth", add_bench);
+  add("check-logits", "compare logits against a reference file from HF transformers",
+      add_check_logits);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help, or the usage error on one line
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    for (auto& [sub, run] : runners)
+      if (sub->parsed()) return run();
+  } catch (const megaops::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
