@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "models/checkpoint.h"
 #include "reference/model.h"
+#include "reference/ops.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include "runtime/conventional.h"

@@ -44,7 +44,8 @@ class Model {
   int max_seq_len_;
   int pos_ = 0;
   std::vector<float> inv_freq_;
-  // Per layer: [max_seq_len, num_kv_heads, head_dim].
+  // Per layer: [pos, num_kv_heads, head_dim], grown as the context grows (a real checkpoint on the
+  // CPU fallback must not allocate max_seq_len up front).
   std::vector<std::vector<float>> k_cache_, v_cache_;
 };
 
