@@ -43,11 +43,6 @@ int run_cpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
                gpu_available() ? "--cpu given" : "no CUDA device");
   const ref::Weights w = ref::load_weights(ckpt);
   const int max_seq = static_cast<int>(prompt.size()) + o.max_new_tokens;
-  if (max_seq > ckpt.config().max_position_embeddings)
-    throw_input_error("--max-new-tokens", "",
-                      "prompt + new tokens = " + std::to_string(max_seq) +
-                          " exceeds max_position_embeddings " +
-                          std::to_string(ckpt.config().max_position_embeddings));
   ref::Model model(w, max_seq);
   ref::SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
   std::vector<float> logits = model.forward(prompt);
@@ -111,6 +106,13 @@ Runner add_generate(CLI::App& app) {
         throw_input_error("--prompt-ids", "",
                           "token id " + std::to_string(id) + " outside the vocabulary [0, " +
                               std::to_string(vocab) + ") of " + o->model);
+    const int max_seq = static_cast<int>(prompt.size()) + o->max_new_tokens;
+    if (max_seq > ckpt.config().max_position_embeddings)
+      throw_input_error("--max-new-tokens", "",
+                        "prompt + new tokens = " + std::to_string(max_seq) +
+                            " exceeds max_position_embeddings " +
+                            std::to_string(ckpt.config().max_position_embeddings) + " of " +
+                            o->model);
 #ifdef MEGAOPS_HAVE_CUDA
     if (!o->cpu && gpu_available()) return run_gpu(*o, ckpt, prompt);
 #endif
