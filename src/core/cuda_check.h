@@ -31,6 +31,6 @@ namespace megaops {
   do {                                                                                 \
     cublasStatus_t megaops_st_ = (stmt);                                               \
     if (megaops_st_ != CUBLAS_STATUS_SUCCESS)                                          \
-      ::megaops::throw_cuda_error(#stmt, cublasGetStatusString(megaops_st_), __FILE__, \
+      ::megaops::throw_cuda_error(#stmt, cublasLtGetStatusString(megaops_st_), __FILE__, \
                                   __LINE__);                                           \
   } while (0)

@@ -1,0 +1,395 @@
+// Tests of the matmul launchers (small-m kernel, cuBLASLt path, dispatch) against the fp32 CPU
+// reference, on awkward shapes, strided operands, PDL chains and CUDA graph replay; and a smoke
+// test of the HBM read ceiling helper that benchmarks report against.
+//
+// Tolerances (‖out − ref‖ / ‖ref‖, the reference fed the same bf16-rounded inputs):
+// - bf16 output: 2e-2 (DESIGN.md's bf16 bound; rounding the output alone costs ~2^-9 ≈ 2e-3);
+// - fp32 output: 1e-3. The inputs are exact in both; what differs is the summation order and the
+//   tensor cores' fp32 accumulation, which is not IEEE round-to-nearest. Its error grows like
+//   sqrt(k) · 2^-22 or so, ~1e-5 at k = 4096; 1e-3 leaves room while still catching a dropped or
+//   doubled k block (≥ 1/16 of a row at the shapes below).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "gpu_test_util.h"
+#include "kernels/hbm_read.cuh"
+#include "kernels/matmul.cuh"
+#include "reference/ops.h"
+
+namespace megaops {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::from_bf16_bits;
+using testing::random_floats;
+using testing::rel_error;
+using testing::test_seed;
+using testing::to_bf16_bits;
+
+constexpr double BF16_OUT_TOL = 2e-2;
+constexpr double F32_OUT_TOL = 1e-3;
+constexpr uint16_t BF16_NAN_BITS = 0xffff;
+
+enum class Path { SmallM, CublasLt, Dispatch };
+
+const char* path_name(Path p) {
+  return p == Path::SmallM ? "small_m" : p == Path::CublasLt ? "cublaslt" : "dispatch";
+}
+
+cudaError_t run_path(MatmulContext& ctx, Path path, const MatmulParams& p) {
+  switch (path) {
+    case Path::SmallM:
+      return ctx.run_small_m(p);
+    case Path::CublasLt:
+      return ctx.run_cublaslt(p);
+    default:
+      return ctx.run(p);
+  }
+}
+
+// One problem: bf16-rounded random inputs on host and device, and the fp32 reference output.
+// x padding columns (ldx > k) hold bf16 NaN, so a kernel that reads them fails the comparison.
+struct Problem {
+  int m, n, k;
+  int64_t ldx, ldy;
+  std::vector<float> x;  // [m, k] compact, bf16-rounded
+  std::vector<float> w;  // [n, k]
+  std::vector<float> ref;
+  DeviceBuffer<uint16_t> x_dev;
+  DeviceBuffer<uint16_t> w_dev;
+
+  Problem(int m_, int n_, int k_, int64_t ldx_, int64_t ldy_, std::mt19937_64& rng)
+      : m(m_),
+        n(n_),
+        k(k_),
+        ldx(ldx_),
+        ldy(ldy_),
+        x(random_floats(size_t(m_) * k_, -1.f, 1.f, rng)),
+        w(random_floats(size_t(n_) * k_, -1.f, 1.f, rng)),
+        ref(size_t(m_) * n_),
+        x_dev(size_t(m_) * ldx_),
+        w_dev(size_t(n_) * k_) {
+    round_to_bf16(x.data(), x.size());
+    round_to_bf16(w.data(), w.size());
+    ref::matmul(x.data(), w.data(), ref.data(), m, k, n);
+    upload_x();
+    w_dev.upload(to_bf16_bits(w));
+  }
+
+  void upload_x() {
+    std::vector<uint16_t> bits(size_t(m) * ldx, BF16_NAN_BITS);
+    const std::vector<uint16_t> compact = to_bf16_bits(x);
+    for (int r = 0; r < m; ++r)
+      std::memcpy(&bits[size_t(r) * ldx], &compact[size_t(r) * k], size_t(k) * sizeof(uint16_t));
+    x_dev.upload(bits);
+  }
+
+  // New x values (same shape), reference recomputed: for graph replays that must see new inputs.
+  void refresh_x(std::mt19937_64& rng) {
+    x = random_floats(x.size(), -1.f, 1.f, rng);
+    round_to_bf16(x.data(), x.size());
+    ref::matmul(x.data(), w.data(), ref.data(), m, k, n);
+    upload_x();
+  }
+
+  MatmulParams params(void* y, DType y_dtype, bool pdl, cudaStream_t stream = nullptr) const {
+    MatmulParams p;
+    p.x = reinterpret_cast<const bf16*>(x_dev.ptr);
+    p.ldx = ldx;
+    p.w = reinterpret_cast<const bf16*>(w_dev.ptr);
+    p.y = y;
+    p.ldy = ldy;
+    p.y_dtype = y_dtype;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.launch.stream = stream;
+    p.launch.pdl = pdl;
+    return p;
+  }
+};
+
+// A poisoned [m, ldy] output of either dtype.
+struct Output {
+  DType dtype;
+  size_t elems;
+  DeviceBuffer<uint8_t> buf;
+  Output(DType t, int m, int64_t ldy)
+      : dtype(t), elems(size_t(m) * ldy), buf(elems * dtype_size(t)) {
+    buf.poison();
+  }
+};
+
+// Compares the [m, n] block with the reference and checks that the ldy padding kept its poison.
+void expect_matches(const Problem& pr, const Output& out, const char* what) {
+  const std::vector<uint8_t> raw = out.buf.download();
+  std::vector<float> got(size_t(pr.m) * pr.n);
+  bool padding_intact = true;
+  for (int r = 0; r < pr.m; ++r) {
+    for (int64_t c = 0; c < pr.ldy; ++c) {
+      const size_t i = size_t(r) * pr.ldy + c;
+      float v;
+      if (out.dtype == DType::F32) {
+        std::memcpy(&v, &raw[i * 4], 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, &raw[i * 2], 2);
+        v = bf16_to_float(h);
+      }
+      if (c < pr.n) {
+        got[size_t(r) * pr.n + c] = v;
+      } else {
+        for (size_t b = 0; b < dtype_size(out.dtype); ++b)
+          padding_intact &= raw[i * dtype_size(out.dtype) + b] == 0xff;
+      }
+    }
+  }
+  const double tol = out.dtype == DType::F32 ? F32_OUT_TOL : BF16_OUT_TOL;
+  const double err = rel_error(got.data(), pr.ref.data(), got.size());
+  EXPECT_LE(err, tol) << what << " m=" << pr.m << " n=" << pr.n << " k=" << pr.k
+                      << " ldx=" << pr.ldx << " ldy=" << pr.ldy << " y=" << dtype_name(out.dtype);
+  EXPECT_TRUE(padding_intact) << what << ": wrote past n into the ldy padding";
+}
+
+void check_path(MatmulContext& ctx, const Problem& pr, Path path, DType y_dtype, bool pdl) {
+  Output out(y_dtype, pr.m, pr.ldy);
+  ASSERT_EQ(run_path(ctx, path, pr.params(out.buf.ptr, y_dtype, pdl)), cudaSuccess)
+      << path_name(path) << " m=" << pr.m << " n=" << pr.n << " k=" << pr.k;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  expect_matches(pr, out, path_name(path));
+}
+
+const int SWEEP_M[] = {1, 3, 7, 16, 33, 64};
+const int SWEEP_KN[][2] = {{8, 8}, {24, 5}, {2056, 111}, {2048, 3072}, {4096, 500}};
+
+TEST(MatmulTest, SmallMMatchesReferenceOnAwkwardShapes) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed());
+  MatmulContext ctx;
+  for (int m : SWEEP_M) {
+    for (const auto& kn : SWEEP_KN) {
+      const Problem pr(m, kn[1], kn[0], kn[0], kn[1], rng);
+      for (DType t : {DType::BF16, DType::F32}) {
+        for (bool pdl : {false, true}) {
+          SCOPED_TRACE(pdl ? "pdl" : "no pdl");
+          check_path(ctx, pr, Path::SmallM, t, pdl);
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulTest, CublasLtMatchesReferenceOnAwkwardShapes) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed() + 1);
+  MatmulContext ctx;
+  for (int m : SWEEP_M) {
+    for (const auto& kn : SWEEP_KN) {
+      const Problem pr(m, kn[1], kn[0], kn[0], kn[1], rng);
+      for (DType t : {DType::BF16, DType::F32}) check_path(ctx, pr, Path::CublasLt, t, false);
+    }
+  }
+}
+
+// run() picks a path by m; around the threshold and at both ends it must still be right.
+TEST(MatmulTest, DispatchMatchesReference) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed() + 2);
+  MatmulContext ctx;
+  for (int m : {1, 8, 9, 16, 17, 32, 64, 65, 200}) {
+    const Problem pr(m, 333, 1032, 1032, 333, rng);
+    check_path(ctx, pr, Path::Dispatch, DType::BF16, true);
+    check_path(ctx, pr, Path::Dispatch, DType::F32, false);
+  }
+}
+
+// ldx > k (padding holds NaN) and ldy > n (padding must stay poisoned), on both paths.
+TEST(MatmulTest, StridedOperands) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed() + 3);
+  MatmulContext ctx;
+  for (int m : {1, 7, 16, 64}) {
+    for (const auto& kn : SWEEP_KN) {
+      const int k = kn[0], n = kn[1];
+      const Problem pr(m, n, k, k + 24, n + 13, rng);
+      for (DType t : {DType::BF16, DType::F32}) {
+        if (m <= MATMUL_SMALL_M_MAX) check_path(ctx, pr, Path::SmallM, t, true);
+        check_path(ctx, pr, Path::CublasLt, t, false);
+      }
+    }
+  }
+}
+
+// Two PDL launches where the second reads the first's output: the second kernel starts early and
+// loads its weights, but must read x only after the first has finished. y1 is poisoned before
+// each round, so a read before the wait shows up as NaN in y2. The first matmul is large (32 MB of
+// weights) so that the second is resident and waiting while it runs.
+TEST(MatmulTest, PdlChainReadsPredecessorOutputOnlyAfterWait) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed() + 4);
+  MatmulContext ctx;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  for (int m : {1, 5, 16}) {
+    const int k1 = 4096, n1 = 4096, n2 = 1000;
+    const Problem first(m, n1, k1, k1, n1, rng);
+    const std::vector<float> w2 = [&] {
+      std::vector<float> v = random_floats(size_t(n2) * n1, -1.f, 1.f, rng);
+      round_to_bf16(v.data(), v.size());
+      return v;
+    }();
+    DeviceBuffer<uint16_t> w2_dev(w2.size());
+    w2_dev.upload(to_bf16_bits(w2));
+    for (int round = 0; round < 3; ++round) {
+      DeviceBuffer<uint16_t> y1(size_t(m) * n1);
+      DeviceBuffer<float> y2(size_t(m) * n2);
+      y1.poison();
+      y2.poison();
+      // The poison memsets ran on the legacy stream, which does not order with a non-blocking one.
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      MatmulParams p1 = first.params(y1.ptr, DType::BF16, true, stream);
+      MatmulParams p2;
+      p2.x = reinterpret_cast<const bf16*>(y1.ptr);
+      p2.ldx = n1;
+      p2.w = reinterpret_cast<const bf16*>(w2_dev.ptr);
+      p2.y = y2.ptr;
+      p2.ldy = n2;
+      p2.y_dtype = DType::F32;
+      p2.m = m;
+      p2.n = n2;
+      p2.k = n1;
+      p2.launch.stream = stream;
+      p2.launch.pdl = true;
+      ASSERT_EQ(ctx.run_small_m(p1), cudaSuccess);
+      ASSERT_EQ(ctx.run_small_m(p2), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+      const std::vector<float> y1_host = from_bf16_bits(y1.download());
+      EXPECT_LE(rel_error(y1_host.data(), first.ref.data(), y1_host.size()), BF16_OUT_TOL);
+      std::vector<float> ref2(size_t(m) * n2);
+      ref::matmul(y1_host.data(), w2.data(), ref2.data(), m, n1, n2);
+      const std::vector<float> y2_host = y2.download();
+      EXPECT_LE(rel_error(y2_host.data(), ref2.data(), ref2.size()), F32_OUT_TOL)
+          << "m=" << m << " round " << round;
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
+// Both paths captured into one CUDA graph (with PDL on the small-m launch) and replayed with new x
+// each time: nothing may allocate or synchronise during capture, and replays must read live memory.
+TEST(MatmulTest, GraphCaptureAndReplay) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed() + 5);
+  MatmulContext ctx;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  Problem small(3, 500, 4096, 4096, 500, rng);
+  Problem large(33, 3072, 2048, 2048, 3072, rng);
+  Output small_out(DType::BF16, small.m, small.ldy);
+  Output large_out(DType::F32, large.m, large.ldy);
+  const MatmulParams ps = small.params(small_out.buf.ptr, DType::BF16, true, stream);
+  const MatmulParams pl = large.params(large_out.buf.ptr, DType::F32, false, stream);
+
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  // Eager warm-up, as an executor does before capturing (loads modules, primes cuBLASLt).
+  ASSERT_EQ(ctx.run_small_m(ps), cudaSuccess);
+  ASSERT_EQ(ctx.run_cublaslt(pl), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const cudaError_t small_status = ctx.run_small_m(ps);
+  const cudaError_t large_status = ctx.run_cublaslt(pl);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(small_status, cudaSuccess);
+  ASSERT_EQ(large_status, cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  for (int replay = 0; replay < 3; ++replay) {
+    small.refresh_x(rng);
+    large.refresh_x(rng);
+    small_out.buf.poison();
+    large_out.buf.poison();
+    // Uploads and memsets ran on the legacy stream, which does not order with a non-blocking one.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    SCOPED_TRACE("replay " + std::to_string(replay));
+    expect_matches(small, small_out, "graph small_m");
+    expect_matches(large, large_out, "graph cublaslt");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(MatmulTest, InvalidParamsReturnInvalidValue) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed() + 6);
+  MatmulContext ctx;
+  const Problem pr(4, 64, 64, 64, 64, rng);
+  Output out(DType::F32, pr.m, pr.ldy);
+  const MatmulParams good = pr.params(out.buf.ptr, DType::F32, false);
+  ASSERT_EQ(ctx.run_small_m(good), cudaSuccess);
+  ASSERT_EQ(ctx.run_cublaslt(good), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  struct Bad {
+    const char* what;
+    MatmulParams p;
+  };
+  std::vector<Bad> bad;
+  auto add = [&](const char* what, auto mutate) {
+    MatmulParams p = good;
+    mutate(p);
+    bad.push_back({what, p});
+  };
+  add("x null", [](MatmulParams& p) { p.x = nullptr; });
+  add("w null", [](MatmulParams& p) { p.w = nullptr; });
+  add("y null", [](MatmulParams& p) { p.y = nullptr; });
+  add("m = 0", [](MatmulParams& p) { p.m = 0; });
+  add("m < 0", [](MatmulParams& p) { p.m = -3; });
+  add("n = 0", [](MatmulParams& p) { p.n = 0; });
+  add("k = 0", [](MatmulParams& p) { p.k = 0; });
+  add("k % 8 != 0", [](MatmulParams& p) { p.k = 60; });
+  add("ldx < k", [](MatmulParams& p) { p.ldx = 56; });
+  add("ldx % 8 != 0", [](MatmulParams& p) { p.ldx = 68; });
+  add("ldy < n", [](MatmulParams& p) { p.ldy = 63; });
+  add("y dtype F16", [](MatmulParams& p) { p.y_dtype = DType::F16; });
+  add("x misaligned", [](MatmulParams& p) { p.x += 1; });
+  add("w misaligned", [](MatmulParams& p) { p.w += 4; });
+  add("y misaligned for f32", [](MatmulParams& p) { p.y = static_cast<char*>(p.y) + 2; });
+  for (const Bad& b : bad) {
+    EXPECT_EQ(ctx.run_small_m(b.p), cudaErrorInvalidValue) << "small_m: " << b.what;
+    EXPECT_EQ(ctx.run_cublaslt(b.p), cudaErrorInvalidValue) << "cublaslt: " << b.what;
+    EXPECT_EQ(ctx.run(b.p), cudaErrorInvalidValue) << "run: " << b.what;
+  }
+  // Beyond the small-m kernel's range, but valid for cuBLASLt (and so for run()).
+  MatmulParams too_many_rows = good;
+  too_many_rows.m = MATMUL_SMALL_M_MAX + 1;
+  EXPECT_EQ(ctx.run_small_m(too_many_rows), cudaErrorInvalidValue);
+  // Nothing was launched for the rejected calls, so no error may be pending.
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(HbmReadTest, MeasuresFinitePositiveBandwidth) {
+  MEGAOPS_REQUIRE_GPU();
+  const double gbps = measure_hbm_read_gbps(size_t{64} << 20, 5);
+  EXPECT_TRUE(std::isfinite(gbps));
+  EXPECT_GT(gbps, 0.0);
+  // Odd sizes take the tail loop; tiny ones a one-block grid.
+  EXPECT_GT(measure_hbm_read_gbps((size_t{1} << 20) + 48, 3), 0.0);
+  EXPECT_GT(measure_hbm_read_gbps(16, 1), 0.0);
+  EXPECT_THROW(measure_hbm_read_gbps(8, 1), InputError);
+}
+
+}  // namespace
+}  // namespace megaops
