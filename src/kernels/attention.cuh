@@ -2,7 +2,10 @@
 // Decode: one query token per sequence against its ctx_len cached positions. Prefill: causal, each
 // query token at position p attends to positions [0, p] of its slot; tokens of one sequence are
 // contiguous and in position order. The KV cache layout is [max_batch, max_seq, num_kv_heads,
-// head_dim] in bf16; accumulation is fp32.
+// head_dim] in bf16; accumulation is fp32. Requires head_dim % 8 == 0, head_dim <= 256 and
+// 16-byte aligned q, caches and out; decode also needs G = num_heads / num_kv_heads <= 64 and
+// G * head_dim <= 8192. A decode step launches two kernels (split + combine) when it may split
+// the context, one otherwise.
 #pragma once
 
 #include "kernels/common.cuh"
@@ -23,7 +26,8 @@ struct DecodeAttentionParams {
   LaunchOptions launch;
 };
 
-// Workspace the decode kernel needs (split over the sequence for long contexts).
+// Workspace the decode kernel needs (split over the sequence for long contexts); an upper bound
+// valid for any num_kv_heads. 0 means none is needed and workspace may be null.
 size_t decode_attention_workspace_floats(int b, int num_heads, int head_dim, int max_seq);
 
 cudaError_t launch_decode_attention(const DecodeAttentionParams& p);

@@ -1,4 +1,6 @@
 // Token embedding: residual[r, :] = table[ids[r], :] as fp32 (the residual stream is fp32).
+// Requires hidden % 8 == 0 and 16-byte aligned table and out (16-byte loads); an id outside
+// [0, vocab) yields a NaN row instead of an out-of-bounds read.
 #pragma once
 
 #include "kernels/common.cuh"

@@ -1,7 +1,8 @@
 // Post-processing of the fused QKV projection for each token: Qwen3's per-head q/k RMSNorm (when
 // the norm weights are given), RoPE on q and k (HF rotate_half convention, inverse frequencies
 // precomputed with llama3 scaling by the host), then q to q_out and k, v into the KV cache at the
-// token's (slot, position).
+// token's (slot, position). Requires head_dim % 4 == 0, head_dim <= 256 and 4-byte aligned
+// buffers; a position outside [0, max_seq) writes q_out but skips the cache.
 #pragma once
 
 #include "kernels/common.cuh"
@@ -9,15 +10,15 @@
 namespace megaops {
 
 struct QkvRopeParams {
-  const bf16* qkv = nullptr;        // [t, (num_heads + 2 * num_kv_heads) * head_dim]: q | k | v
+  const bf16* qkv = nullptr;           // [t, (num_heads + 2 * num_kv_heads) * head_dim]: q | k | v
   const int32_t* positions = nullptr;  // [t]
   const int32_t* slots = nullptr;      // [t]: batch slot (KV-cache row) of each token
-  const bf16* q_norm = nullptr;     // [head_dim] or null
-  const bf16* k_norm = nullptr;     // [head_dim] or null
-  const float* inv_freq = nullptr;  // [head_dim / 2]
-  bf16* q_out = nullptr;            // [t, num_heads, head_dim]
-  bf16* k_cache = nullptr;          // [max_batch, max_seq, num_kv_heads, head_dim]
-  bf16* v_cache = nullptr;          // same
+  const bf16* q_norm = nullptr;        // [head_dim] or null
+  const bf16* k_norm = nullptr;        // [head_dim] or null
+  const float* inv_freq = nullptr;     // [head_dim / 2]
+  bf16* q_out = nullptr;               // [t, num_heads, head_dim]
+  bf16* k_cache = nullptr;             // [max_batch, max_seq, num_kv_heads, head_dim]
+  bf16* v_cache = nullptr;             // same
   int t = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, max_seq = 0;
   float eps = 1e-6f;  // for the q/k norms
   LaunchOptions launch;

@@ -2,6 +2,7 @@
 //   residual[r, :] += delta[r, :]   (skipped when delta is null)
 //   out[r, :] = residual[r, :] / sqrt(mean(residual[r, :]^2) + eps) * weight
 // The residual stream stays fp32; out is bf16, the input of the next matmul.
+// Requires n % 8 == 0 and 16-byte aligned buffers (8-element vector loads).
 #pragma once
 
 #include "kernels/common.cuh"

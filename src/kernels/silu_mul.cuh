@@ -1,5 +1,5 @@
 // SwiGLU activation: out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i], i.e. the fused
-// gate|up projection's two halves.
+// gate|up projection's two halves. Requires inter % 8 == 0 and 16-byte aligned buffers.
 #pragma once
 
 #include "kernels/common.cuh"

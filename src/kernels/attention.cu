@@ -1,0 +1,552 @@
+// Attention over the bf16 KV cache, fp32 softmax and accumulation, on CUDA cores.
+//
+// Decode (flash-decoding): a CTA owns one (sequence, kv head, split) and all G = num_heads /
+// num_kv_heads query heads of that kv group, so each K/V row is read from memory once per group.
+// The context is cut into at most `splits` chunks (a multiple of the key tile, at least
+// DECODE_MIN_CHUNK keys each), decided on the device from ctx_len because a captured graph sees
+// the length grow. A sequence that needs one chunk writes its output directly; otherwise every
+// chunk writes an unnormalised partial output with its running max and sum to the workspace, and a
+// small combine kernel merges them. When the host-side split count is 1 (large batches) the
+// combine kernel is not launched at all.
+//
+// Prefill: a CTA owns a block of PREFILL_BQ consecutive query tokens and one query head, and
+// streams K/V tiles of PREFILL_TK keys through shared memory with an online softmax. Tokens of one
+// sequence are contiguous, but a block may straddle sequences: the block is processed as runs of
+// equal slot, each run against keys [0, max position of the run] of its slot, masking rows outside
+// the run and keys after each row's own position.
+//
+// Both use the log2 domain (q pre-scaled by scale * log2(e), exp2f). Limits: head_dim % 8 == 0 and
+// head_dim <= 256 (16-byte rows); decode also needs G <= 64 and G * head_dim <= 8192 (registers).
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/attention.cuh"
+
+namespace megaops {
+namespace {
+
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr int ATTN_MAX_HEAD_DIM = 256;
+
+constexpr int DECODE_THREADS = 256;
+constexpr int DECODE_TILE = 64;          // keys per shared-memory tile
+constexpr int DECODE_MIN_CHUNK = 256;    // shorter contexts are never split
+constexpr int DECODE_TARGET_CTAS = 264;  // about two CTAs per SM on an H200 (132 SMs)
+constexpr int DECODE_MAX_SPLITS = 64;
+constexpr int DECODE_MAX_GROUP = 64;
+constexpr int DECODE_MAX_PAIRS = 16;  // output pairs per thread: G * head_dim / 2 <= 16 * 256
+
+constexpr int PREFILL_THREADS = 256;
+constexpr int PREFILL_BQ = 32;  // query rows per CTA
+constexpr int PREFILL_TK = 32;  // keys per tile (one per lane in the softmax step)
+constexpr int PREFILL_MAX_PAIRS = PREFILL_BQ * ATTN_MAX_HEAD_DIM / 2 / PREFILL_THREADS;
+
+int decode_splits(int b, int num_kv_heads, int max_seq) {
+  const int by_len = static_cast<int>(ceil_div(static_cast<unsigned>(max_seq), DECODE_MIN_CHUNK));
+  const int64_t groups = static_cast<int64_t>(b) * num_kv_heads;
+  const int want = static_cast<int>(std::min<int64_t>((DECODE_TARGET_CTAS + groups - 1) / groups,
+                                                      static_cast<int64_t>(DECODE_MAX_SPLITS)));
+  return std::max(1, std::min(want, by_len));
+}
+
+// How a context of ctx keys is cut: n_active chunks of chunk keys (the last one shorter). Shared
+// by the split and the combine kernels so they agree.
+struct DecodeSplitPlan {
+  int n_active, chunk;
+};
+
+__device__ __forceinline__ DecodeSplitPlan decode_split_plan(int ctx, int splits) {
+  if (ctx <= 0) return {0, 0};
+  const int want = min(splits, (ctx + DECODE_MIN_CHUNK - 1) / DECODE_MIN_CHUNK);
+  int chunk = (ctx + want - 1) / want;
+  chunk = (chunk + DECODE_TILE - 1) / DECODE_TILE * DECODE_TILE;
+  return {(ctx + chunk - 1) / chunk, chunk};
+}
+
+__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float* f) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __bfloat1622float2(h[i]);
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
+
+// q (8 floats in shared memory) . k (8 bf16 in shared memory).
+__device__ __forceinline__ float dot8(const float* q, const bf16* k) {
+  const float4 qa = *reinterpret_cast<const float4*>(q);
+  const float4 qb = *reinterpret_cast<const float4*>(q + 4);
+  float kf[8];
+  bf16x8_to_float(*reinterpret_cast<const uint4*>(k), kf);
+  return qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] + qb.y * kf[5] +
+         qb.z * kf[6] + qb.w * kf[7];
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// Shared-memory row stride of K/V tiles in bf16: the 16-byte pad makes the 16-byte row reads of
+// eight consecutive rows (one quarter-warp phase) hit distinct banks.
+__host__ __device__ constexpr int kv_stride(int head_dim) {
+  return head_dim + 8;
+}
+
+// Copies keys [key0, key0 + n) of (slot, kv_head) into the K/V tiles, 16 bytes per load.
+template <int THREADS>
+__device__ __forceinline__ void load_kv_tile(const bf16* k_cache, const bf16* v_cache, int64_t slot,
+                                             int key0, int n, int kv_head, int num_kv_heads,
+                                             int head_dim, int max_seq, bf16* ks, bf16* vs) {
+  const int vecs_per_row = head_dim / 8;
+  const int stride = kv_stride(head_dim);
+#pragma unroll 4
+  for (int v = threadIdx.x; v < n * vecs_per_row; v += THREADS) {
+    const int row = v / vecs_per_row;
+    const int col = (v - row * vecs_per_row) * 8;
+    const int64_t src = ((slot * max_seq + key0 + row) * num_kv_heads + kv_head) * head_dim + col;
+    *reinterpret_cast<uint4*>(ks + row * stride + col) =
+        *reinterpret_cast<const uint4*>(k_cache + src);
+    *reinterpret_cast<uint4*>(vs + row * stride + col) =
+        *reinterpret_cast<const uint4*>(v_cache + src);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decode
+
+size_t decode_smem_bytes(int group, int head_dim) {
+  return 2 * sizeof(bf16) * DECODE_TILE * kv_stride(head_dim) +
+         sizeof(float) * (static_cast<size_t>(group) * head_dim + group * DECODE_TILE + 3 * group);
+}
+
+// One tile = (sequence bi, kv head, split). Must be called by all DECODE_THREADS threads with
+// decode_smem_bytes() of dynamic shared memory at `smem` (16-byte aligned).
+__device__ void decode_attention_split(const DecodeAttentionParams& p, int splits, int bi,
+                                       int kv_head, int split, unsigned char* smem) {
+  const int tid = threadIdx.x;
+  const int hd = p.head_dim, half = hd / 2;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int stride = kv_stride(hd);
+  bf16* ks = reinterpret_cast<bf16*>(smem);
+  bf16* vs = ks + DECODE_TILE * stride;
+  float* qs = reinterpret_cast<float*>(vs + DECODE_TILE * stride);  // [group][hd]
+  float* sc = qs + group * hd;                                      // [group][DECODE_TILE]
+  float* row_max = sc + group * DECODE_TILE;                        // [group]
+  float* row_sum = row_max + group;
+  float* row_alpha = row_sum + group;
+
+  const int ctx = min(p.ctx_lens[bi], p.max_seq);
+  const DecodeSplitPlan plan = decode_split_plan(ctx, splits);
+  const int head0 = kv_head * group;
+  bf16* out = p.out + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd;
+  if (plan.n_active == 0) {
+    // An empty context has no keys to attend to: defined as a zero output.
+    if (split == 0)
+      for (int i = tid; i < group * hd; i += DECODE_THREADS) out[i] = __float2bfloat16(0.0f);
+    return;
+  }
+  if (split >= plan.n_active) return;
+  const int key_begin = split * plan.chunk;
+  const int key_end = min(ctx, key_begin + plan.chunk);
+  const int64_t slot = p.slots[bi];
+
+  const float q_scale = p.scale * LOG2E;
+  const bf16* q = p.q + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd;
+  for (int v = tid; v < group * hd / 8; v += DECODE_THREADS) {
+    float f[8];
+    bf16x8_to_float(*reinterpret_cast<const uint4*>(q + v * 8), f);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) qs[v * 8 + i] = f[i] * q_scale;
+  }
+  if (tid < group) {
+    row_max[tid] = -INFINITY;
+    row_sum[tid] = 0.0f;
+  }
+
+  const int npairs = group * half;
+  float2 acc[DECODE_MAX_PAIRS];
+#pragma unroll
+  for (int r = 0; r < DECODE_MAX_PAIRS; ++r) acc[r] = make_float2(0.f, 0.f);
+
+  for (int key0 = key_begin; key0 < key_end; key0 += DECODE_TILE) {
+    const int n = min(DECODE_TILE, key_end - key0);
+    __syncthreads();  // the previous tile's readers are done with ks, vs and sc
+    load_kv_tile<DECODE_THREADS>(p.k_cache, p.v_cache, slot, key0, n, kv_head, p.num_kv_heads, hd,
+                                 p.max_seq, ks, vs);
+    __syncthreads();
+
+    // Scores: thread -> (head g, key j); a warp shares g, so its q reads are broadcasts.
+    for (int idx = tid; idx < group * DECODE_TILE; idx += DECODE_THREADS) {
+      const int g = idx / DECODE_TILE, j = idx % DECODE_TILE;
+      float s = -INFINITY;
+      if (j < n) {
+        s = 0.0f;
+        for (int c = 0; c < hd; c += 8) s += dot8(qs + g * hd + c, ks + j * stride + c);
+      }
+      sc[idx] = s;
+    }
+    __syncthreads();
+
+    // Online softmax, one warp per head. Key 0 of the tile is always valid, so the new max is
+    // finite and exp2f(-inf - m) gives exact zeros for the padding keys.
+    for (int g = tid / 32; g < group; g += DECODE_THREADS / 32) {
+      const int lane = tid % 32;
+      const float s0 = sc[g * DECODE_TILE + lane], s1 = sc[g * DECODE_TILE + lane + 32];
+      const float m_old = row_max[g];
+      const float m_new = fmaxf(m_old, warp_max(fmaxf(s0, s1)));
+      const float p0 = exp2f(s0 - m_new), p1 = exp2f(s1 - m_new);
+      sc[g * DECODE_TILE + lane] = p0;
+      sc[g * DECODE_TILE + lane + 32] = p1;
+      const float tile_sum = warp_sum(p0 + p1);
+      __syncwarp();  // every lane has read row_max[g] before lane 0 overwrites it
+      if (lane == 0) {
+        const float alpha = exp2f(m_old - m_new);
+        row_alpha[g] = alpha;
+        row_max[g] = m_new;
+        row_sum[g] = row_sum[g] * alpha + tile_sum;
+      }
+    }
+    __syncthreads();
+
+    // P . V: thread -> output pairs (g, d..d+1).
+#pragma unroll
+    for (int r = 0; r < DECODE_MAX_PAIRS; ++r) {
+      const int idx = tid + r * DECODE_THREADS;
+      if (idx < npairs) {
+        const int g = idx / half, d = (idx - g * half) * 2;
+        const float alpha = row_alpha[g];
+        float2 a = make_float2(acc[r].x * alpha, acc[r].y * alpha);
+        const float* pg = sc + g * DECODE_TILE;
+        for (int j = 0; j < n; ++j) {
+          const float pj = pg[j];
+          const float2 v =
+              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(vs + j * stride + d));
+          a.x += pj * v.x;
+          a.y += pj * v.y;
+        }
+        acc[r] = a;
+      }
+    }
+  }
+  // row_max / row_sum were last written before the final __syncthreads() above: visible here.
+
+  if (plan.n_active == 1) {
+#pragma unroll
+    for (int r = 0; r < DECODE_MAX_PAIRS; ++r) {
+      const int idx = tid + r * DECODE_THREADS;
+      if (idx < npairs) {
+        const int g = idx / half, d = (idx - g * half) * 2;
+        const float inv = 1.0f / row_sum[g];
+        *reinterpret_cast<__nv_bfloat162*>(out + g * hd + d) =
+            __floats2bfloat162_rn(acc[r].x * inv, acc[r].y * inv);
+      }
+    }
+    return;
+  }
+  // Partials: o [b][num_heads][splits][hd], then (max, sum) [b][num_heads][splits][2].
+  const int64_t part0 = (static_cast<int64_t>(bi) * p.num_heads + head0) * splits + split;
+  float* ws_o = p.workspace;
+  float* ws_ml = p.workspace + static_cast<int64_t>(p.b) * p.num_heads * splits * hd;
+#pragma unroll
+  for (int r = 0; r < DECODE_MAX_PAIRS; ++r) {
+    const int idx = tid + r * DECODE_THREADS;
+    if (idx < npairs) {
+      const int g = idx / half, d = (idx - g * half) * 2;
+      *reinterpret_cast<float2*>(ws_o + (part0 + static_cast<int64_t>(g) * splits) * hd + d) =
+          acc[r];
+    }
+  }
+  if (tid < group) {
+    const int64_t part = part0 + static_cast<int64_t>(tid) * splits;
+    ws_ml[2 * part] = row_max[tid];
+    ws_ml[2 * part + 1] = row_sum[tid];
+  }
+}
+
+// One tile = (sequence bi, query head h): merges the partials of the active splits.
+__device__ void decode_attention_combine(const DecodeAttentionParams& p, int splits, int bi,
+                                         int head) {
+  const int ctx = min(p.ctx_lens[bi], p.max_seq);
+  const DecodeSplitPlan plan = decode_split_plan(ctx, splits);
+  if (plan.n_active <= 1) return;  // written directly by the split kernel
+  const int hd = p.head_dim;
+  const int64_t part0 = (static_cast<int64_t>(bi) * p.num_heads + head) * splits;
+  const float* ws_o = p.workspace + part0 * hd;
+  const float* ws_ml =
+      p.workspace + static_cast<int64_t>(p.b) * p.num_heads * splits * hd + 2 * part0;
+  float m = -INFINITY;
+  for (int s = 0; s < plan.n_active; ++s) m = fmaxf(m, ws_ml[2 * s]);
+  float den = 0.0f;
+  for (int s = 0; s < plan.n_active; ++s) den += ws_ml[2 * s + 1] * exp2f(ws_ml[2 * s] - m);
+  const float inv = 1.0f / den;
+  bf16* out = p.out + (static_cast<int64_t>(bi) * p.num_heads + head) * hd;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float o = 0.0f;
+    for (int s = 0; s < plan.n_active; ++s) o += ws_o[s * hd + d] * exp2f(ws_ml[2 * s] - m);
+    out[d] = __float2bfloat16(o * inv);
+  }
+}
+
+__global__ void __launch_bounds__(DECODE_THREADS)
+    decode_attention_split_kernel(DecodeAttentionParams p, int splits) {
+  extern __shared__ __align__(16) unsigned char decode_smem[];
+  pdl_wait();  // q, the cache and ctx_lens are all written by predecessors
+  pdl_launch_dependents();
+  decode_attention_split(p, splits, blockIdx.z, blockIdx.y, blockIdx.x, decode_smem);
+}
+
+constexpr int COMBINE_THREADS = 128;
+
+__global__ void __launch_bounds__(COMBINE_THREADS)
+    decode_attention_combine_kernel(DecodeAttentionParams p, int splits) {
+  pdl_wait();  // the partials of the split kernel
+  pdl_launch_dependents();
+  decode_attention_combine(p, splits, blockIdx.y, blockIdx.x);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefill
+
+__host__ __device__ constexpr int prefill_q_stride(int head_dim) {
+  return head_dim + 4;
+}
+
+size_t prefill_smem_bytes(int head_dim) {
+  return sizeof(float) * PREFILL_BQ * prefill_q_stride(head_dim) +
+         2 * sizeof(bf16) * PREFILL_TK * kv_stride(head_dim) +
+         sizeof(float) * PREFILL_BQ * (PREFILL_TK + 1) + sizeof(float) * 3 * PREFILL_BQ +
+         sizeof(int) * 2 * PREFILL_BQ;
+}
+
+// One tile = (block of PREFILL_BQ tokens starting at q_block * PREFILL_BQ, query head). Must be
+// called by all PREFILL_THREADS threads with prefill_smem_bytes() of dynamic shared memory.
+__device__ void prefill_attention_block(const PrefillAttentionParams& p, int q_block, int head,
+                                        unsigned char* smem) {
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int hd = p.head_dim, half = hd / 2;
+  const int kv_head = head / (p.num_heads / p.num_kv_heads);
+  const int q_stride = prefill_q_stride(hd), stride = kv_stride(hd);
+  constexpr int S_STRIDE = PREFILL_TK + 1;
+  float* qs = reinterpret_cast<float*>(smem);                      // [BQ][q_stride]
+  bf16* ks = reinterpret_cast<bf16*>(qs + PREFILL_BQ * q_stride);  // [TK][stride]
+  bf16* vs = ks + PREFILL_TK * stride;
+  float* sc = reinterpret_cast<float*>(vs + PREFILL_TK * stride);  // [BQ][S_STRIDE]
+  float* row_max = sc + PREFILL_BQ * S_STRIDE;
+  float* row_sum = row_max + PREFILL_BQ;
+  float* row_alpha = row_sum + PREFILL_BQ;
+  int* row_pos = reinterpret_cast<int*>(row_alpha + PREFILL_BQ);
+  int* row_slot = row_pos + PREFILL_BQ;
+
+  const int q0 = q_block * PREFILL_BQ;
+  const int rows = min(PREFILL_BQ, p.t - q0);
+  if (tid < PREFILL_BQ) {
+    const bool valid = tid < rows;
+    row_pos[tid] = valid ? p.positions[q0 + tid] : -1;
+    row_slot[tid] = valid ? p.slots[q0 + tid] : -1;
+    row_max[tid] = -INFINITY;
+    row_sum[tid] = 0.0f;
+  }
+  const float q_scale = p.scale * LOG2E;
+  for (int v = tid; v < PREFILL_BQ * (hd / 8); v += PREFILL_THREADS) {
+    const int r = v / (hd / 8), c = (v - r * (hd / 8)) * 8;
+    float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (r < rows) {
+      const bf16* src = p.q + (static_cast<int64_t>(q0 + r) * p.num_heads + head) * hd + c;
+      bf16x8_to_float(*reinterpret_cast<const uint4*>(src), f);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) qs[r * q_stride + c + i] = f[i] * q_scale;
+  }
+  __syncthreads();
+
+  const int npairs = PREFILL_BQ * half;
+  float2 acc[PREFILL_MAX_PAIRS];
+#pragma unroll
+  for (int i = 0; i < PREFILL_MAX_PAIRS; ++i) acc[i] = make_float2(0.f, 0.f);
+
+  // Score mapping: thread -> row tid / 8 and keys tid % 8 + 8 * c.
+  const int s_row = tid / 8, s_key = tid % 8;
+
+  int seg_begin = 0;
+  while (seg_begin < rows) {
+    // A run of rows with the same slot; every thread derives the same run from shared memory.
+    const int slot = row_slot[seg_begin];
+    int seg_end = seg_begin + 1;
+    int key_last = row_pos[seg_begin];
+    while (seg_end < rows && row_slot[seg_end] == slot)
+      key_last = max(key_last, row_pos[seg_end++]);
+    key_last = min(key_last, p.max_seq - 1);
+
+    for (int key0 = 0; key0 <= key_last; key0 += PREFILL_TK) {
+      const int n = min(PREFILL_TK, key_last + 1 - key0);
+      __syncthreads();  // the previous tile's readers are done with ks, vs and sc
+      load_kv_tile<PREFILL_THREADS>(p.k_cache, p.v_cache, slot, key0, n, kv_head, p.num_kv_heads,
+                                    hd, p.max_seq, ks, vs);
+      __syncthreads();
+
+      {
+        const bool row_in_seg = s_row >= seg_begin && s_row < seg_end;
+        const int pos = row_pos[s_row];
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
+        if (row_in_seg) {
+          for (int c = 0; c < hd; c += 8) {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+              const int j = s_key + 8 * k;
+              if (j < n) s[k] += dot8(qs + s_row * q_stride + c, ks + j * stride + c);
+            }
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int j = s_key + 8 * k;
+          const bool valid = row_in_seg && j < n && key0 + j <= pos;
+          sc[s_row * S_STRIDE + j] = valid ? s[k] : -INFINITY;
+        }
+      }
+      __syncthreads();
+
+      // Online softmax, one warp per 4 rows, one key per lane. A row with no valid key so far
+      // (outside the run, or before its first key) keeps max -inf; it must not form -inf - -inf.
+      for (int r = warp * (PREFILL_BQ / 8); r < (warp + 1) * (PREFILL_BQ / 8); ++r) {
+        const float s = sc[r * S_STRIDE + lane];
+        const float m_old = row_max[r];
+        const float m_new = fmaxf(m_old, warp_max(s));
+        const bool live = m_new != -INFINITY;
+        const float pr = live ? exp2f(s - m_new) : 0.0f;
+        sc[r * S_STRIDE + lane] = pr;
+        const float tile_sum = warp_sum(pr);
+        __syncwarp();  // every lane has read row_max[r] before lane 0 overwrites it
+        if (lane == 0) {
+          const float alpha = live ? exp2f(m_old - m_new) : 1.0f;
+          row_alpha[r] = alpha;
+          row_max[r] = m_new;
+          row_sum[r] = row_sum[r] * alpha + tile_sum;
+        }
+      }
+      __syncthreads();
+
+#pragma unroll
+      for (int i = 0; i < PREFILL_MAX_PAIRS; ++i) {
+        const int idx = tid + i * PREFILL_THREADS;
+        if (idx < npairs) {
+          const int r = idx / half, d = (idx - r * half) * 2;
+          const float alpha = row_alpha[r];
+          float2 a = make_float2(acc[i].x * alpha, acc[i].y * alpha);
+          const float* pr = sc + r * S_STRIDE;
+          for (int j = 0; j < n; ++j) {
+            const float pj = pr[j];
+            const float2 v =
+                __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(vs + j * stride + d));
+            a.x += pj * v.x;
+            a.y += pj * v.y;
+          }
+          acc[i] = a;
+        }
+      }
+    }
+    seg_begin = seg_end;
+  }
+  __syncthreads();  // row_sum of the last tile, also when no tile ran for some rows
+
+#pragma unroll
+  for (int i = 0; i < PREFILL_MAX_PAIRS; ++i) {
+    const int idx = tid + i * PREFILL_THREADS;
+    if (idx < npairs) {
+      const int r = idx / half, d = (idx - r * half) * 2;
+      if (r < rows) {
+        // A row that saw no key (position outside the cache) is defined as zero.
+        const float l = row_sum[r];
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        bf16* out = p.out + (static_cast<int64_t>(q0 + r) * p.num_heads + head) * hd + d;
+        *reinterpret_cast<__nv_bfloat162*>(out) =
+            __floats2bfloat162_rn(acc[i].x * inv, acc[i].y * inv);
+      }
+    }
+  }
+}
+
+__global__ void __launch_bounds__(PREFILL_THREADS)
+    prefill_attention_kernel(PrefillAttentionParams p) {
+  extern __shared__ __align__(16) unsigned char prefill_smem[];
+  pdl_wait();
+  pdl_launch_dependents();
+  prefill_attention_block(p, blockIdx.x, blockIdx.y, prefill_smem);
+}
+
+bool aligned16(const void* ptr) {
+  return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
+}
+
+// Kernels needing more than the default 48 KiB of dynamic shared memory must opt in. This is a
+// function attribute, not a stream operation, so it is allowed while a stream is being captured.
+template <typename Kernel>
+cudaError_t allow_smem(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes));
+}
+
+}  // namespace
+
+size_t decode_attention_workspace_floats(int b, int num_heads, int head_dim, int max_seq) {
+  if (b <= 0 || num_heads <= 0 || head_dim <= 0 || max_seq <= 0) return 0;
+  // num_kv_heads = 1 gives the most splits the launcher can choose for these shapes.
+  const int splits = decode_splits(b, 1, max_seq);
+  if (splits == 1) return 0;
+  return static_cast<size_t>(b) * num_heads * splits * (head_dim + 2);
+}
+
+cudaError_t launch_decode_attention(const DecodeAttentionParams& p) {
+  if (p.b < 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 ||
+      p.head_dim <= 0 || p.head_dim % 8 != 0 || p.head_dim > ATTN_MAX_HEAD_DIM || p.max_seq <= 0 ||
+      p.b > 65535)
+    return cudaErrorInvalidValue;
+  const int group = p.num_heads / p.num_kv_heads;
+  if (group > DECODE_MAX_GROUP || group * p.head_dim > 2 * DECODE_MAX_PAIRS * DECODE_THREADS)
+    return cudaErrorInvalidValue;
+  if (p.b == 0) return cudaSuccess;
+  if (!p.q || !p.k_cache || !p.v_cache || !p.slots || !p.ctx_lens || !p.out)
+    return cudaErrorInvalidValue;
+  if (!aligned16(p.q) || !aligned16(p.k_cache) || !aligned16(p.v_cache) || !aligned16(p.out))
+    return cudaErrorInvalidValue;
+  const int splits = decode_splits(p.b, p.num_kv_heads, p.max_seq);
+  if (splits > 1 && (!p.workspace || !aligned16(p.workspace))) return cudaErrorInvalidValue;
+
+  const size_t smem = decode_smem_bytes(group, p.head_dim);
+  cudaError_t err = allow_smem(decode_attention_split_kernel, smem);
+  if (err != cudaSuccess) return err;
+  err = launch_kernel(decode_attention_split_kernel, dim3(splits, p.num_kv_heads, p.b),
+                      dim3(DECODE_THREADS), smem, p.launch, p, splits);
+  if (err != cudaSuccess || splits == 1) return err;
+  return launch_kernel(decode_attention_combine_kernel, dim3(p.num_heads, p.b),
+                       dim3(COMBINE_THREADS), 0, p.launch, p, splits);
+}
+
+cudaError_t launch_prefill_attention(const PrefillAttentionParams& p) {
+  if (p.t < 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 ||
+      p.head_dim <= 0 || p.head_dim % 8 != 0 || p.head_dim > ATTN_MAX_HEAD_DIM || p.max_seq <= 0 ||
+      p.num_heads > 65535)
+    return cudaErrorInvalidValue;
+  if (p.t == 0) return cudaSuccess;
+  if (!p.q || !p.k_cache || !p.v_cache || !p.slots || !p.positions || !p.out)
+    return cudaErrorInvalidValue;
+  if (!aligned16(p.q) || !aligned16(p.k_cache) || !aligned16(p.v_cache) || !aligned16(p.out))
+    return cudaErrorInvalidValue;
+  const size_t smem = prefill_smem_bytes(p.head_dim);
+  cudaError_t err = allow_smem(prefill_attention_kernel, smem);
+  if (err != cudaSuccess) return err;
+  return launch_kernel(prefill_attention_kernel, dim3(ceil_div(p.t, PREFILL_BQ), p.num_heads),
+                       dim3(PREFILL_THREADS), smem, p.launch, p);
+}
+
+}  // namespace megaops

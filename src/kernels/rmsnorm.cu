@@ -1,0 +1,102 @@
+// Residual add fused with RMSNorm: one CTA per row. Pass 1 adds delta into the fp32 residual (in
+// place) and accumulates the sum of squares; after a block reduction, pass 2 re-reads the row it
+// just wrote (same threads, same addresses: no extra synchronisation needed, and the row is hot in
+// L1/L2) and writes the normalised bf16 output. Loads are 8 elements wide, so n % 8 == 0.
+#include "kernels/rmsnorm.cuh"
+
+namespace megaops {
+namespace {
+
+constexpr int RMSNORM_THREADS = 256;
+constexpr int RMSNORM_WARPS = RMSNORM_THREADS / 32;
+
+__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float* f) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __bfloat1622float2(h[i]);
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
+
+// Sum over the CTA; every thread gets the result. `scratch` holds one float per warp.
+__device__ float block_sum(float v, float* scratch) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < RMSNORM_WARPS ? scratch[lane] : 0.0f;
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  // A persistent caller runs the next row right away: keep its scratch writes behind these reads.
+  __syncthreads();
+  return v;
+}
+
+// One tile = one row; must be called by all RMSNORM_THREADS threads of the CTA.
+__device__ void add_rmsnorm_row(const AddRmsNormParams& p, int row) {
+  __shared__ float scratch[RMSNORM_WARPS];
+  const int vecs = p.n / 8;
+  float4* res = reinterpret_cast<float4*>(p.residual + static_cast<int64_t>(row) * p.n);
+  const uint4* delta =
+      p.delta ? reinterpret_cast<const uint4*>(p.delta + static_cast<int64_t>(row) * p.n) : nullptr;
+  float sumsq = 0.0f;
+  for (int v = threadIdx.x; v < vecs; v += RMSNORM_THREADS) {
+    float4 a = res[2 * v], b = res[2 * v + 1];
+    if (delta) {
+      float d[8];
+      bf16x8_to_float(delta[v], d);
+      a.x += d[0], a.y += d[1], a.z += d[2], a.w += d[3];
+      b.x += d[4], b.y += d[5], b.z += d[6], b.w += d[7];
+      res[2 * v] = a;
+      res[2 * v + 1] = b;
+    }
+    sumsq += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+    sumsq += b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+  }
+  if (!p.out) return;
+  const float total = block_sum(sumsq, scratch);
+  const float inv_rms = rsqrtf(total / static_cast<float>(p.n) + p.eps);
+  const uint4* weight = reinterpret_cast<const uint4*>(p.weight);
+  uint4* out = reinterpret_cast<uint4*>(p.out + static_cast<int64_t>(row) * p.n);
+  for (int v = threadIdx.x; v < vecs; v += RMSNORM_THREADS) {
+    const float4 a = res[2 * v], b = res[2 * v + 1];
+    float w[8];
+    bf16x8_to_float(weight[v], w);
+    uint4 o_raw;
+    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(&o_raw);
+    o[0] = __floats2bfloat162_rn(a.x * inv_rms * w[0], a.y * inv_rms * w[1]);
+    o[1] = __floats2bfloat162_rn(a.z * inv_rms * w[2], a.w * inv_rms * w[3]);
+    o[2] = __floats2bfloat162_rn(b.x * inv_rms * w[4], b.y * inv_rms * w[5]);
+    o[3] = __floats2bfloat162_rn(b.z * inv_rms * w[6], b.w * inv_rms * w[7]);
+    out[v] = o_raw;
+  }
+}
+
+__global__ void __launch_bounds__(RMSNORM_THREADS) add_rmsnorm_kernel(AddRmsNormParams p) {
+  // residual and delta are both written by predecessors; only the norm weight is constant, and it
+  // is read late enough that prefetching it would buy nothing.
+  pdl_wait();
+  pdl_launch_dependents();
+  add_rmsnorm_row(p, blockIdx.x);
+}
+
+bool aligned16(const void* ptr) {
+  return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
+}
+
+}  // namespace
+
+cudaError_t launch_add_rmsnorm(const AddRmsNormParams& p) {
+  if (p.rows < 0 || p.n <= 0 || p.n % 8 != 0 || !(p.eps >= 0.0f)) return cudaErrorInvalidValue;
+  if (p.rows == 0) return cudaSuccess;
+  if (!p.residual || !aligned16(p.residual)) return cudaErrorInvalidValue;
+  if (p.delta && !aligned16(p.delta)) return cudaErrorInvalidValue;
+  if (p.out && (!p.weight || !aligned16(p.out) || !aligned16(p.weight)))
+    return cudaErrorInvalidValue;
+  return launch_kernel(add_rmsnorm_kernel, dim3(p.rows), dim3(RMSNORM_THREADS), 0, p.launch, p);
+}
+
+}  // namespace megaops
