@@ -342,7 +342,9 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
     for (int64_t d : spec.shape) n *= static_cast<size_t>(d);
     total += n * 2;
   }
-  s.weight_bytes = total;
+  // A decode step reads one embedding row, so an untied embedding table is not streamed.
+  s.weight_bytes =
+      total - (cfg.tie_word_embeddings ? 0 : static_cast<size_t>(cfg.vocab_size) * h * 2);
   std::vector<float> f32;
   std::vector<uint16_t> b16;
   size_t done = 0;

@@ -67,7 +67,8 @@ class ConventionalExecutor {
   // Switches PDL for subsequent decode steps (graphs are cached per batch size and PDL).
   void set_pdl(bool pdl);
 
-  // Bytes of weights on the device (what a decode step streams at least once).
+  // Weight bytes a decode step streams at least once (all weights but an untied embedding table,
+  // of which a step reads one row per sequence).
   size_t weight_bytes() const;
   // KV-cache bytes a decode step reads for the current batch at the current lengths.
   size_t kv_bytes_read() const;

@@ -1,0 +1,176 @@
+// The `megaops` command line as a user meets it: real processes, real files. Bad input must give
+// exactly one error line naming what was wrong and a non-zero exit; SIGINT must stop generation
+// cleanly.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "models/checkpoint.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run_cli(const std::string& args) {
+  const std::string cmd = std::string(MEGAOPS_CLI_PATH) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// A tiny checkpoint written once by `init-random` for the whole suite.
+const fs::path& tiny_checkpoint() {
+  static const fs::path dir = [] {
+    fs::path d = fs::path(::testing::TempDir()) / ("megaops-cli-" + std::to_string(getpid()));
+    const Result r = run_cli("init-random --preset tiny-llama3 --out " + d.string());
+    EXPECT_EQ(r.status, 0) << r.out;
+    return d;
+  }();
+  return dir;
+}
+
+void expect_one_line_error(const Result& r, const std::string& must_contain) {
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find(must_contain), std::string::npos) << r.out;
+}
+
+TEST(Cli, InitRandomWritesLoadableCheckpoint) {
+  EXPECT_TRUE(fs::exists(tiny_checkpoint() / "config.json"));
+  EXPECT_TRUE(fs::exists(tiny_checkpoint() / "model.safetensors"));
+}
+
+TEST(Cli, GenerateOnCpuStreamsTokenIds) {
+  const Result r = run_cli("generate --cpu --ignore-eos --model " + tiny_checkpoint().string() +
+                           " --prompt-ids 1,2,3 --max-new-tokens 5");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("CPU oracle"), std::string::npos) << r.out;
+  std::istringstream in(r.out);
+  std::string line;
+  int ids = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line.find_first_not_of("0123456789") != std::string::npos) continue;
+    const int id = std::stoi(line);
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, 512);
+    ++ids;
+  }
+  EXPECT_EQ(ids, 5) << r.out;
+}
+
+TEST(Cli, GenerateIsDeterministicWhenGreedy) {
+  const std::string args = "generate --cpu --ignore-eos --model " + tiny_checkpoint().string() +
+                           " --prompt-ids 4,5 --max-new-tokens 4";
+  EXPECT_EQ(run_cli(args).out, run_cli(args).out);
+}
+
+TEST(Cli, MissingModelDirectory) {
+  expect_one_line_error(run_cli("generate --model /nonexistent/dir --prompt-ids 1"),
+                        "/nonexistent/dir");
+}
+
+TEST(Cli, UnknownPreset) {
+  expect_one_line_error(run_cli("init-random --preset llama9-1t --out /tmp/x"), "llama9-1t");
+}
+
+TEST(Cli, PromptIdOutsideVocabulary) {
+  expect_one_line_error(
+      run_cli("generate --model " + tiny_checkpoint().string() + " --prompt-ids 1,512"),
+      "outside the vocabulary");
+}
+
+TEST(Cli, MalformedPromptIds) {
+  expect_one_line_error(
+      run_cli("generate --model " + tiny_checkpoint().string() + " --prompt-ids 1,x,3"),
+      "--prompt-ids");
+}
+
+TEST(Cli, ContextLongerThanConfigured) {
+  expect_one_line_error(run_cli("generate --cpu --model " + tiny_checkpoint().string() +
+                                " --prompt-ids 1 --max-new-tokens 5000"),
+                        "max_position_embeddings");
+}
+
+TEST(Cli, CorruptSafetensorsNamesTheFile) {
+  const fs::path bad = fs::path(::testing::TempDir()) / ("megaops-bad-" + std::to_string(getpid()));
+  fs::create_directories(bad);
+  fs::copy_file(tiny_checkpoint() / "config.json", bad / "config.json",
+                fs::copy_options::overwrite_existing);
+  std::ofstream(bad / "model.safetensors", std::ios::binary) << "\x10\x00\x00";  // truncated
+  expect_one_line_error(run_cli("generate --model " + bad.string() + " --prompt-ids 1"),
+                        "model.safetensors");
+}
+
+TEST(Cli, UsageErrorExitsTwo) {
+  const Result r = run_cli("generate --model");
+  EXPECT_EQ(r.status, 2) << r.out;
+}
+
+// SIGINT during a long generation: the loop stops and the process exits 130, promptly. The model
+// is large enough (~40M parameters) that 1000 tokens on the CPU oracle take far longer than the test.
+TEST(Cli, SigintStopsGenerationCleanly) {
+  megaops::ModelConfig cfg = megaops::preset_config("tiny-llama3");
+  cfg.vocab_size = 32000;
+  cfg.hidden_size = 512;
+  cfg.intermediate_size = 2048;
+  cfg.num_layers = 6;
+  cfg.num_heads = 8;
+  cfg.num_kv_heads = 2;
+  cfg.head_dim = 64;
+  cfg.max_position_embeddings = 2048;
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("megaops-sigint-" + std::to_string(getpid()));
+  megaops::write_random_checkpoint(cfg, dir.string(), 1, megaops::DType::BF16, size_t{1} << 40,
+                                   {});
+  const std::string model = dir.string();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execl(MEGAOPS_CLI_PATH, MEGAOPS_CLI_PATH, "generate", "--cpu", "--ignore-eos", "--model",
+          model.c_str(), "--prompt-ids", "1,2", "--max-new-tokens", "1000", nullptr);
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  kill(pid, SIGINT);
+  int st = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  waitpid(pid, &st, 0);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(WIFEXITED(st)) << "killed by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  EXPECT_EQ(WEXITSTATUS(st), 130);
+  EXPECT_LT(secs, 20.0);  // one forward step at most, plus loading under sanitizers
+}
+
+}  // namespace
