@@ -9,6 +9,13 @@ BIN=${BIN:-.carry/bin}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 export MEGAOPS_GIT_SHA=${MEGAOPS_GIT_SHA:-$(cat "$BIN/GIT_SHA" 2>/dev/null || echo unknown)}
+# The binaries link libcublasLt dynamically; fall back to the copy PyTorch ships if the toolkit's
+# library directory is not on the loader path.
+if ldd "$BIN/megaops" | grep -q "not found"; then
+  lt=$(python3 -c "import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], 'lib'))" 2>/dev/null)
+  export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${lt:-}:${LD_LIBRARY_PATH:-}"
+fi
+ldd "$BIN/megaops" | grep -E "cublas|not found"
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(tests hf bench)
 status=0
