@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "core/counter_rng.h"
 #include "core/error.h"
 #include "models/checkpoint.h"
 
@@ -19,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/hbm_read.cuh"
+#include "model_source.h"
 #include "runtime/conventional.h"
 #endif
 
@@ -48,8 +48,6 @@ double median(std::vector<double> v) {
 #ifdef MEGAOPS_HAVE_CUDA
 int run(const BenchOpts& o) {
   if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");
-  if (o.model.empty() == o.preset.empty())
-    throw_input_error("bench", "--model/--preset", "give exactly one of --model or --preset");
   if (o.prompt < 1 || o.gen < 2 || o.repeats < 1)
     throw_input_error("bench", "--prompt/--gen/--repeats",
                       "expected prompt >= 1, gen >= 2, repeats >= 1");
@@ -64,17 +62,12 @@ int run(const BenchOpts& o) {
   } else {
     throw_input_error("--pdl", "", "expected off, on or both, found '" + o.pdl + "'");
   }
-  std::unique_ptr<Checkpoint> ckpt;
-  ModelConfig cfg;
-  if (!o.model.empty()) {
-    ckpt = std::make_unique<Checkpoint>(Checkpoint::open(o.model));
-    cfg = ckpt->config();
-  } else {
-    cfg = preset_config(o.preset);
-  }
+  const ModelSource src = open_model_source(o.model, o.preset, o.seed);
+  const ModelConfig& cfg = src.cfg;
   const int max_batch = *std::max_element(batches.begin(), batches.end());
   for (int b : batches)
-    if (b < 1 || b > 64) throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(b));
+    if (b < 1 || b > 64)
+      throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(b));
 
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
@@ -85,19 +78,15 @@ int run(const BenchOpts& o) {
   eo.max_batch = max_batch;
   eo.max_seq = o.prompt + o.gen;
   eo.prefill_chunk = std::max(64, std::min(2048, max_batch * o.prompt));
-  const std::string what = o.model.empty() ? o.preset : o.model;
-  ConventionalExecutor ex(cfg, ckpt ? checkpoint_filler(*ckpt) : random_filler(o.seed), eo,
-                          [&](size_t d, size_t t) { print_progress("loading " + what, d, t); });
+  ConventionalExecutor ex(cfg, src.weights, eo,
+                          [&](size_t d, size_t t) { print_progress("loading " + src.name, d, t); });
   const double floor_ms = ex.weight_bytes() / (ceiling_gbps * 1e9) * 1e3;
 
   nlohmann::json rows = nlohmann::json::array();
   std::printf("%-14s %5s %4s %22s %10s %9s %8s %7s %9s\n", "model", "batch", "pdl",
               "ms/token med [min,max]", "tok/s", "TTFT ms", "GB/s", "%ceil", "floor ms");
   for (int b : batches) {
-    std::vector<std::vector<int>> prompts(b, std::vector<int>(o.prompt));
-    for (int s = 0; s < b; ++s)
-      for (int i = 0; i < o.prompt; ++i)
-        prompts[s][i] = static_cast<int>(counter_random(o.seed, s, i) % cfg.vocab_size);
+    const std::vector<std::vector<int>> prompts = make_prompts(cfg, b, o.prompt, o.seed);
     for (bool pdl : pdl_modes) {
       ex.set_pdl(pdl);
       std::vector<double> step_ms, ttft_ms;
@@ -127,9 +116,9 @@ int run(const BenchOpts& o) {
       const double hi = *std::max_element(step_ms.begin(), step_ms.end());
       char range[64];
       std::snprintf(range, sizeof(range), "%.4f [%.4f,%.4f]", med, lo, hi);
-      std::printf("%-14s %5d %4s %22s %10.1f %9.3f %8.1f %6.1f%% %9.4f\n",
-                  (o.preset.empty() ? "ckpt" : o.preset.c_str()), b, pdl ? "on" : "off", range,
-                  b * 1e3 / med, median(ttft_ms), gbps, 100.0 * gbps / ceiling_gbps, floor_ms);
+      std::printf("%-14s %5d %4s %22s %10.1f %9.3f %8.1f %6.1f%% %9.4f\n", src.name.c_str(), b,
+                  pdl ? "on" : "off", range, b * 1e3 / med, median(ttft_ms), gbps,
+                  100.0 * gbps / ceiling_gbps, floor_ms);
       std::fflush(stdout);
       rows.push_back({{"batch", b},
                       {"pdl", pdl},
@@ -149,7 +138,7 @@ int run(const BenchOpts& o) {
                         {"date_utc", utc_now()},
                         {"gpu", prop.name},
                         {"sm_count", prop.multiProcessorCount},
-                        {"model", o.model.empty() ? o.preset : o.model},
+                        {"model", src.name},
                         {"prompt_tokens", o.prompt},
                         {"new_tokens", o.gen},
                         {"repeats", o.repeats},

@@ -96,8 +96,8 @@ Runner add_generate(CLI::App& app) {
       throw_input_error("--max-new-tokens", "",
                         "expected >= 1, found " + std::to_string(o->max_new_tokens));
     if (o->top_p <= 0 || o->top_p > 1)
-      throw_input_error("--top-p", "", "expected a value in (0, 1], found " +
-                                           std::to_string(o->top_p));
+      throw_input_error("--top-p", "",
+                        "expected a value in (0, 1], found " + std::to_string(o->top_p));
     const std::vector<int> prompt = parse_int_list(o->prompt_ids, "--prompt-ids");
     const Checkpoint ckpt = Checkpoint::open(o->model);
     const int vocab = ckpt.config().vocab_size;
@@ -108,11 +108,10 @@ Runner add_generate(CLI::App& app) {
                               std::to_string(vocab) + ") of " + o->model);
     const int max_seq = static_cast<int>(prompt.size()) + o->max_new_tokens;
     if (max_seq > ckpt.config().max_position_embeddings)
-      throw_input_error("--max-new-tokens", "",
-                        "prompt + new tokens = " + std::to_string(max_seq) +
-                            " exceeds max_position_embeddings " +
-                            std::to_string(ckpt.config().max_position_embeddings) + " of " +
-                            o->model);
+      throw_input_error(
+          "--max-new-tokens", "",
+          "prompt + new tokens = " + std::to_string(max_seq) + " exceeds max_position_embeddings " +
+              std::to_string(ckpt.config().max_position_embeddings) + " of " + o->model);
 #ifdef MEGAOPS_HAVE_CUDA
     if (!o->cpu && gpu_available()) return run_gpu(*o, ckpt, prompt);
 #endif

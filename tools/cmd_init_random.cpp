@@ -16,11 +16,15 @@ Runner add_init_random(CLI::App& app) {
     double shard_gb = 4.0;
   };
   auto o = std::make_shared<Opts>();
-  app.add_option("--preset", o->preset, "architecture: " + [] {
-    std::string s;
-    for (const auto& n : preset_names()) s += (s.empty() ? "" : ", ") + n;
-    return s;
-  }())->required();
+  app.add_option(
+         "--preset", o->preset,
+         "architecture: " +
+             [] {
+               std::string s;
+               for (const auto& n : preset_names()) s += (s.empty() ? "" : ", ") + n;
+               return s;
+             }())
+      ->required();
   app.add_option("--out", o->out, "output directory")->required();
   app.add_option("--seed", o->seed, "random seed (same seed, same weights)");
   app.add_option("--dtype", o->dtype, "dtype on disk: bf16, f16 or f32");
@@ -40,10 +44,9 @@ Runner add_init_random(CLI::App& app) {
     if (!(o->shard_gb > 0)) throw_input_error("--shard-gb", "", "expected a positive size");
     ModelConfig c = cfg;
     c.torch_dtype = dt;
-    write_random_checkpoint(c, o->out, o->seed, dt, static_cast<size_t>(o->shard_gb * 1e9),
-                            [&](size_t done, size_t total) {
-                              print_progress("writing " + o->out, done, total);
-                            });
+    write_random_checkpoint(
+        c, o->out, o->seed, dt, static_cast<size_t>(o->shard_gb * 1e9),
+        [&](size_t done, size_t total) { print_progress("writing " + o->out, done, total); });
     std::printf("wrote %s (%s, seed %llu)\n", o->out.c_str(), o->preset.c_str(),
                 static_cast<unsigned long long>(o->seed));
     return 0;

@@ -17,6 +17,7 @@ Runner add_init_random(CLI::App& app);
 Runner add_generate(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_check_logits(CLI::App& app);
+Runner add_profile(CLI::App& app);
 
 // Set by SIGINT; long loops check it and stop cleanly.
 extern std::atomic<bool> g_interrupted;

@@ -29,8 +29,9 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& opti
       used = 0;
     }
     if (item.empty() || used != item.size() || v < INT32_MIN || v > INT32_MAX)
-      throw_input_error(option, "", "expected a comma-separated list of integers, found '" +
-                                        item + "' in '" + text + "'");
+      throw_input_error(
+          option, "",
+          "expected a comma-separated list of integers, found '" + item + "' in '" + text + "'");
     out.push_back(static_cast<int>(v));
     i = j + 1;
   }
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
   add("init-random", "write a random-weight HF checkpoint of a real architecture", add_init_random);
   add("generate", "stream generated token ids for a prompt", add_generate);
   add("bench", "measure decode ms/token, tok/s, TTFT and bandwidth", add_bench);
+  add("profile", "per-op GPU time of a decode step", add_profile);
   add("check-logits", "compare logits against a reference file from HF transformers",
       add_check_logits);
   try {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "core/cuda_check.h"
@@ -347,6 +348,18 @@ MatmulContext::MatmulContext() {
     throw_cuda_error("cudaMalloc(cuBLASLt workspace)", cudaGetErrorString(err), __FILE__, __LINE__);
   }
   workspace_bytes_ = LT_WORKSPACE_BYTES;
+  if (const char* path = std::getenv("MEGAOPS_MATMUL_PATH")) {
+    const std::string v = path;
+    if (v == "small") {
+      forced_path_ = 1;
+    } else if (v == "cublaslt") {
+      forced_path_ = 2;
+    } else if (!v.empty() && v != "auto") {
+      cudaFree(workspace_);
+      cublasLtDestroy(handle_);
+      throw InputError("MEGAOPS_MATMUL_PATH: expected small, cublaslt or auto, found '" + v + "'");
+    }
+  }
 }
 
 MatmulContext::~MatmulContext() {
@@ -373,8 +386,10 @@ constexpr int MATMUL_DISPATCH_SMALL_N_MAX = 8192;
 static_assert(MATMUL_DISPATCH_SMALL_M_MAX <= MATMUL_SMALL_M_MAX);
 
 cudaError_t MatmulContext::run(const MatmulParams& p) {
-  const bool small = p.m <= MATMUL_DISPATCH_SMALL_M_MAX && p.k <= MATMUL_DISPATCH_SMALL_K_MAX &&
-                     p.n <= MATMUL_DISPATCH_SMALL_N_MAX;
+  const bool small = forced_path_ ? forced_path_ == 1 && p.m <= MATMUL_SMALL_M_MAX
+                                  : p.m <= MATMUL_DISPATCH_SMALL_M_MAX &&
+                                        p.k <= MATMUL_DISPATCH_SMALL_K_MAX &&
+                                        p.n <= MATMUL_DISPATCH_SMALL_N_MAX;
   return small ? run_small_m(p) : run_cublaslt(p);
 }
 

@@ -43,6 +43,9 @@ class MatmulContext {
   cudaError_t run_cublaslt(const MatmulParams& p);
 
  private:
+  // Path forced by MEGAOPS_MATMUL_PATH=small|cublaslt (a developer knob for measuring the two
+  // paths in situ); 0 = dispatch by shape.
+  int forced_path_ = 0;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

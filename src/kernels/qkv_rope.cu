@@ -2,7 +2,10 @@
 // get the optional per-head RMSNorm (Qwen3) then RoPE; v heads are copied. q goes to q_out, k and
 // v to the KV cache at (slot, position). A lane owns the rotate_half pairs (i, i + hd/2) for
 // i in {2*lane, 2*lane+1} (+64 for head_dim > 128), so the norm needs one warp reduction and
-// RoPE needs no data exchange. Limits: head_dim % 4 == 0 and head_dim <= 256.
+// RoPE needs no data exchange. Limits: head_dim % 4 == 0 and head_dim <= 256. The kernel is
+// instantiated per qkv type (bf16 or fp32); the outputs are bf16 either way.
+#include <type_traits>
+
 #include "kernels/qkv_rope.cuh"
 
 namespace megaops {
@@ -21,6 +24,25 @@ struct QkvRopeConsts {
 __device__ __forceinline__ int qkv_rope_head_index(const QkvRopeParams& p, int64_t item) {
   const int heads_per_token = p.num_heads + 2 * p.num_kv_heads;
   return static_cast<int>(item % heads_per_token);
+}
+
+// The qkv input of type T: p.qkv for bf16, p.qkv_f32 for float.
+template <typename T>
+__device__ __forceinline__ const T* qkv_input(const QkvRopeParams& p) {
+  if constexpr (std::is_same<T, float>::value) {
+    return p.qkv_f32;
+  } else {
+    static_assert(std::is_same<T, bf16>::value, "qkv is bf16 or fp32");
+    return p.qkv;
+  }
+}
+
+// Elements i and i + 1 (i even) as floats: one 4-byte load for bf16, one 8-byte load for fp32.
+__device__ __forceinline__ float2 load2(const bf16* src, int i) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(src + i));
+}
+__device__ __forceinline__ float2 load2(const float* src, int i) {
+  return *reinterpret_cast<const float2*>(src + i);
 }
 
 // Reads only weights, never a predecessor's output: may run before pdl_wait().
@@ -49,7 +71,9 @@ __device__ QkvRopeConsts qkv_rope_load_consts(const QkvRopeParams& p, int64_t it
 }
 
 // One tile = one head of one token; `item` indexes [t, num_heads + 2 * num_kv_heads]. Must be
-// called by a whole warp, after the qkv producer has finished.
+// called by a whole warp, after the qkv producer has finished. T is the qkv input type (bf16:
+// p.qkv, float: p.qkv_f32).
+template <typename T>
 __device__ void qkv_rope_head(const QkvRopeParams& p, int64_t item, const QkvRopeConsts& c) {
   const int lane = threadIdx.x % 32;
   const int heads_per_token = p.num_heads + 2 * p.num_kv_heads;
@@ -60,7 +84,7 @@ __device__ void qkv_rope_head(const QkvRopeParams& p, int64_t item, const QkvRop
   const bool is_v = head >= p.num_heads + p.num_kv_heads;
   const bool has_norm = !is_v && (is_q ? p.q_norm : p.k_norm) != nullptr;
 
-  const bf16* src = p.qkv + (tok * heads_per_token + head) * hd;
+  const T* src = qkv_input<T>(p) + (tok * heads_per_token + head) * hd;
   float2 lo[QKV_ROPE_GROUPS], hi[QKV_ROPE_GROUPS];
   float sumsq = 0.0f;
 #pragma unroll
@@ -68,8 +92,8 @@ __device__ void qkv_rope_head(const QkvRopeParams& p, int64_t item, const QkvRop
     const int i = 2 * lane + 64 * g;
     lo[g] = hi[g] = make_float2(0.f, 0.f);
     if (i < half) {
-      lo[g] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(src + i));
-      hi[g] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(src + half + i));
+      lo[g] = load2(src, i);
+      hi[g] = load2(src, half + i);
     }
     sumsq += lo[g].x * lo[g].x + lo[g].y * lo[g].y + hi[g].x * hi[g].x + hi[g].y * hi[g].y;
   }
@@ -122,6 +146,7 @@ __device__ void qkv_rope_head(const QkvRopeParams& p, int64_t item, const QkvRop
   }
 }
 
+template <typename T>
 __global__ void __launch_bounds__(QKV_ROPE_WARPS * 32) qkv_rope_kernel(QkvRopeParams p) {
   const int64_t total = static_cast<int64_t>(p.t) * (p.num_heads + 2 * p.num_kv_heads);
   const int64_t item = static_cast<int64_t>(blockIdx.x) * QKV_ROPE_WARPS + threadIdx.x / 32;
@@ -130,11 +155,15 @@ __global__ void __launch_bounds__(QKV_ROPE_WARPS * 32) qkv_rope_kernel(QkvRopePa
   if (active) c = qkv_rope_load_consts(p, item);
   pdl_wait();
   pdl_launch_dependents();
-  if (active) qkv_rope_head(p, item, c);
+  if (active) qkv_rope_head<T>(p, item, c);
 }
 
 bool aligned4(const void* ptr) {
   return (reinterpret_cast<uintptr_t>(ptr) & 3u) == 0;
+}
+
+bool aligned8(const void* ptr) {
+  return (reinterpret_cast<uintptr_t>(ptr) & 7u) == 0;
 }
 
 }  // namespace
@@ -145,15 +174,20 @@ cudaError_t launch_qkv_rope(const QkvRopeParams& p) {
       p.num_heads % p.num_kv_heads != 0 || !(p.eps >= 0.0f))
     return cudaErrorInvalidValue;
   if (p.t == 0) return cudaSuccess;
-  if (!p.qkv || !p.positions || !p.slots || !p.inv_freq || !p.q_out || !p.k_cache || !p.v_cache)
+  if ((p.qkv != nullptr) == (p.qkv_f32 != nullptr)) return cudaErrorInvalidValue;  // exactly one
+  if (!p.positions || !p.slots || !p.inv_freq || !p.q_out || !p.k_cache || !p.v_cache)
     return cudaErrorInvalidValue;
-  if (!aligned4(p.qkv) || !aligned4(p.q_out) || !aligned4(p.k_cache) || !aligned4(p.v_cache) ||
-      (p.q_norm && !aligned4(p.q_norm)) || (p.k_norm && !aligned4(p.k_norm)))
+  if ((p.qkv && !aligned4(p.qkv)) || (p.qkv_f32 && !aligned8(p.qkv_f32)) || !aligned4(p.q_out) ||
+      !aligned4(p.k_cache) || !aligned4(p.v_cache) || (p.q_norm && !aligned4(p.q_norm)) ||
+      (p.k_norm && !aligned4(p.k_norm)))
     return cudaErrorInvalidValue;
   const int64_t total = static_cast<int64_t>(p.t) * (p.num_heads + 2 * p.num_kv_heads);
   const int64_t blocks = (total + QKV_ROPE_WARPS - 1) / QKV_ROPE_WARPS;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  return launch_kernel(qkv_rope_kernel, dim3(static_cast<unsigned>(blocks)),
+  if (p.qkv_f32)
+    return launch_kernel(qkv_rope_kernel<float>, dim3(static_cast<unsigned>(blocks)),
+                         dim3(QKV_ROPE_WARPS * 32), 0, p.launch, p);
+  return launch_kernel(qkv_rope_kernel<bf16>, dim3(static_cast<unsigned>(blocks)),
                        dim3(QKV_ROPE_WARPS * 32), 0, p.launch, p);
 }
 

@@ -1,8 +1,10 @@
 // Post-processing of the fused QKV projection for each token: Qwen3's per-head q/k RMSNorm (when
 // the norm weights are given), RoPE on q and k (HF rotate_half convention, inverse frequencies
 // precomputed with llama3 scaling by the host), then q to q_out and k, v into the KV cache at the
-// token's (slot, position). Requires head_dim % 4 == 0, head_dim <= 256 and 4-byte aligned
-// buffers; a position outside [0, max_seq) writes q_out but skips the cache.
+// token's (slot, position). The qkv input comes from a matmul and may be bf16 (qkv) or fp32
+// (qkv_f32, rounded to bf16 only at the outputs): exactly one of the two is set. Requires
+// head_dim % 4 == 0, head_dim <= 256, 4-byte aligned bf16 buffers and an 8-byte aligned qkv_f32;
+// a position outside [0, max_seq) writes q_out but skips the cache.
 #pragma once
 
 #include "kernels/common.cuh"
@@ -11,6 +13,7 @@ namespace megaops {
 
 struct QkvRopeParams {
   const bf16* qkv = nullptr;           // [t, (num_heads + 2 * num_kv_heads) * head_dim]: q | k | v
+  const float* qkv_f32 = nullptr;      // same, fp32; exactly one of qkv, qkv_f32
   const int32_t* positions = nullptr;  // [t]
   const int32_t* slots = nullptr;      // [t]: batch slot (KV-cache row) of each token
   const bf16* q_norm = nullptr;        // [head_dim] or null

@@ -1,7 +1,10 @@
 // Residual add fused with RMSNorm: one CTA per row. Pass 1 adds delta into the fp32 residual (in
 // place) and accumulates the sum of squares; after a block reduction, pass 2 re-reads the row it
 // just wrote (same threads, same addresses: no extra synchronisation needed, and the row is hot in
-// L1/L2) and writes the normalised bf16 output. Loads are 8 elements wide, so n % 8 == 0.
+// L1/L2) and writes the normalised bf16 output. Loads are 8 elements wide, so n % 8 == 0. The
+// kernel is instantiated per delta type (bf16 or fp32); without a delta either instance works.
+#include <type_traits>
+
 #include "kernels/rmsnorm.cuh"
 
 namespace megaops {
@@ -20,6 +23,28 @@ __device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float* f) {
   }
 }
 
+// The delta input of type DeltaT (null when absent or of the other type).
+template <typename DeltaT>
+__device__ __forceinline__ const DeltaT* delta_input(const AddRmsNormParams& p) {
+  if constexpr (std::is_same<DeltaT, float>::value) {
+    return p.delta_f32;
+  } else {
+    static_assert(std::is_same<DeltaT, bf16>::value, "delta is bf16 or fp32");
+    return p.delta;
+  }
+}
+
+// Elements [8 * v, 8 * v + 8) of a row as floats: one 16-byte load for bf16, two for fp32.
+__device__ __forceinline__ void load8(const bf16* row, int v, float* f) {
+  bf16x8_to_float(reinterpret_cast<const uint4*>(row)[v], f);
+}
+__device__ __forceinline__ void load8(const float* row, int v, float* f) {
+  const float4* r = reinterpret_cast<const float4*>(row);
+  const float4 a = r[2 * v], b = r[2 * v + 1];
+  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w;
+  f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+
 // Sum over the CTA; every thread gets the result. `scratch` holds one float per warp.
 __device__ float block_sum(float v, float* scratch) {
 #pragma unroll
@@ -35,19 +60,21 @@ __device__ float block_sum(float v, float* scratch) {
   return v;
 }
 
-// One tile = one row; must be called by all RMSNORM_THREADS threads of the CTA.
+// One tile = one row; must be called by all RMSNORM_THREADS threads of the CTA. DeltaT is the type
+// of the delta input (bf16: p.delta, float: p.delta_f32); with neither set, any DeltaT works.
+template <typename DeltaT>
 __device__ void add_rmsnorm_row(const AddRmsNormParams& p, int row) {
   __shared__ float scratch[RMSNORM_WARPS];
   const int vecs = p.n / 8;
   float4* res = reinterpret_cast<float4*>(p.residual + static_cast<int64_t>(row) * p.n);
-  const uint4* delta =
-      p.delta ? reinterpret_cast<const uint4*>(p.delta + static_cast<int64_t>(row) * p.n) : nullptr;
+  const DeltaT* delta_in = delta_input<DeltaT>(p);
+  const DeltaT* delta = delta_in ? delta_in + static_cast<int64_t>(row) * p.n : nullptr;
   float sumsq = 0.0f;
   for (int v = threadIdx.x; v < vecs; v += RMSNORM_THREADS) {
     float4 a = res[2 * v], b = res[2 * v + 1];
     if (delta) {
       float d[8];
-      bf16x8_to_float(delta[v], d);
+      load8(delta, v, d);
       a.x += d[0], a.y += d[1], a.z += d[2], a.w += d[3];
       b.x += d[4], b.y += d[5], b.z += d[6], b.w += d[7];
       res[2 * v] = a;
@@ -75,12 +102,13 @@ __device__ void add_rmsnorm_row(const AddRmsNormParams& p, int row) {
   }
 }
 
+template <typename DeltaT>
 __global__ void __launch_bounds__(RMSNORM_THREADS) add_rmsnorm_kernel(AddRmsNormParams p) {
   // residual and delta are both written by predecessors; only the norm weight is constant, and it
   // is read late enough that prefetching it would buy nothing.
   pdl_wait();
   pdl_launch_dependents();
-  add_rmsnorm_row(p, blockIdx.x);
+  add_rmsnorm_row<DeltaT>(p, blockIdx.x);
 }
 
 bool aligned16(const void* ptr) {
@@ -93,10 +121,16 @@ cudaError_t launch_add_rmsnorm(const AddRmsNormParams& p) {
   if (p.rows < 0 || p.n <= 0 || p.n % 8 != 0 || !(p.eps >= 0.0f)) return cudaErrorInvalidValue;
   if (p.rows == 0) return cudaSuccess;
   if (!p.residual || !aligned16(p.residual)) return cudaErrorInvalidValue;
-  if (p.delta && !aligned16(p.delta)) return cudaErrorInvalidValue;
+  if (p.delta && p.delta_f32) return cudaErrorInvalidValue;  // at most one delta
+  if ((p.delta && !aligned16(p.delta)) || (p.delta_f32 && !aligned16(p.delta_f32)))
+    return cudaErrorInvalidValue;
   if (p.out && (!p.weight || !aligned16(p.out) || !aligned16(p.weight)))
     return cudaErrorInvalidValue;
-  return launch_kernel(add_rmsnorm_kernel, dim3(p.rows), dim3(RMSNORM_THREADS), 0, p.launch, p);
+  if (p.delta_f32)
+    return launch_kernel(add_rmsnorm_kernel<float>, dim3(p.rows), dim3(RMSNORM_THREADS), 0,
+                         p.launch, p);
+  return launch_kernel(add_rmsnorm_kernel<bf16>, dim3(p.rows), dim3(RMSNORM_THREADS), 0, p.launch,
+                       p);
 }
 
 }  // namespace megaops

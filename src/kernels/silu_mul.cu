@@ -1,7 +1,9 @@
-// SwiGLU: out = silu(gate) * up over the fused gate|up projection, 8 bf16 (16 bytes) per thread
-// per step. The vector width needs inter % 8 == 0 and 16-byte aligned buffers (checked by the
-// launcher). Math in fp32, one rounding to bf16 at the end.
+// SwiGLU: out = silu(gate) * up over the fused gate|up projection, 8 outputs per thread per step
+// (one 16-byte load of each half for bf16 input, two for fp32 input). The vector width needs
+// inter % 8 == 0 and 16-byte aligned buffers (checked by the launcher). Math in fp32, one rounding
+// to bf16 at the end. The kernel is instantiated per input type.
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/silu_mul.cuh"
 
@@ -10,22 +12,48 @@ namespace {
 
 constexpr int SILU_MUL_THREADS = 256;
 
-// One tile = 8 consecutive outputs of one row; vec indexes [m, inter / 8] in row-major order.
+// The gate_up input of type T: p.gate_up for bf16, p.gate_up_f32 for float.
+template <typename T>
+__device__ __forceinline__ const T* gate_up_input(const SiluMulParams& p) {
+  if constexpr (std::is_same<T, float>::value) {
+    return p.gate_up_f32;
+  } else {
+    static_assert(std::is_same<T, bf16>::value, "gate_up is bf16 or fp32");
+    return p.gate_up;
+  }
+}
+
+// 8 consecutive elements as 4 float2 pairs: one 16-byte load for bf16, two for fp32.
+__device__ __forceinline__ void load8(const bf16* src, float2* f) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) f[i] = __bfloat1622float2(h[i]);
+}
+__device__ __forceinline__ void load8(const float* src, float2* f) {
+  const float4 a = reinterpret_cast<const float4*>(src)[0];
+  const float4 b = reinterpret_cast<const float4*>(src)[1];
+  f[0] = make_float2(a.x, a.y), f[1] = make_float2(a.z, a.w);
+  f[2] = make_float2(b.x, b.y), f[3] = make_float2(b.z, b.w);
+}
+
+// One tile = 8 consecutive outputs of one row; vec indexes [m, inter / 8] in row-major order. T is
+// the input type (bf16: p.gate_up, float: p.gate_up_f32).
+template <typename T>
 __device__ void silu_mul_vec(const SiluMulParams& p, int64_t vec) {
   const int64_t vecs_per_row = p.inter / 8;
   const int64_t row = vec / vecs_per_row;
   const int64_t col = (vec - row * vecs_per_row) * 8;
-  const bf16* gate = p.gate_up + row * 2 * p.inter + col;
-  const uint4 g_raw = *reinterpret_cast<const uint4*>(gate);
-  const uint4 u_raw = *reinterpret_cast<const uint4*>(gate + p.inter);
-  const __nv_bfloat162* g = reinterpret_cast<const __nv_bfloat162*>(&g_raw);
-  const __nv_bfloat162* u = reinterpret_cast<const __nv_bfloat162*>(&u_raw);
+  const T* gate = gate_up_input<T>(p) + row * 2 * p.inter + col;
+  float2 g[4], u[4];
+  load8(gate, g);
+  load8(gate + p.inter, u);
   uint4 o_raw;
   __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(&o_raw);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float2 gf = __bfloat1622float2(g[i]);
-    const float2 uf = __bfloat1622float2(u[i]);
+    const float2 gf = g[i];
+    const float2 uf = u[i];
     // silu(x) = x / (1 + e^-x): for x -> -inf, e^-x -> inf and the quotient -> -0, no NaN.
     const float sx = gf.x / (1.0f + expf(-gf.x));
     const float sy = gf.y / (1.0f + expf(-gf.y));
@@ -34,6 +62,7 @@ __device__ void silu_mul_vec(const SiluMulParams& p, int64_t vec) {
   *reinterpret_cast<uint4*>(p.out + row * p.inter + col) = o_raw;
 }
 
+template <typename T>
 __global__ void silu_mul_kernel(SiluMulParams p) {
   pdl_wait();
   pdl_launch_dependents();
@@ -41,7 +70,7 @@ __global__ void silu_mul_kernel(SiluMulParams p) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < total;
        v += stride)
-    silu_mul_vec(p, v);
+    silu_mul_vec<T>(p, v);
 }
 
 bool aligned16(const void* ptr) {
@@ -53,13 +82,18 @@ bool aligned16(const void* ptr) {
 cudaError_t launch_silu_mul(const SiluMulParams& p) {
   if (p.m < 0 || p.inter <= 0 || p.inter % 8 != 0) return cudaErrorInvalidValue;
   if (p.m == 0) return cudaSuccess;
-  if (!p.gate_up || !p.out || !aligned16(p.gate_up) || !aligned16(p.out))
+  if ((p.gate_up != nullptr) == (p.gate_up_f32 != nullptr)) return cudaErrorInvalidValue;
+  if (!p.out || !aligned16(p.out) || (p.gate_up && !aligned16(p.gate_up)) ||
+      (p.gate_up_f32 && !aligned16(p.gate_up_f32)))
     return cudaErrorInvalidValue;
   const int64_t total = static_cast<int64_t>(p.m) * (p.inter / 8);
   // Enough CTAs to fill an H200 several times over; the grid-stride loop covers the rest.
   const int64_t blocks = std::min<int64_t>((total + SILU_MUL_THREADS - 1) / SILU_MUL_THREADS, 4096);
-  return launch_kernel(silu_mul_kernel, dim3(static_cast<unsigned>(blocks)), dim3(SILU_MUL_THREADS),
-                       0, p.launch, p);
+  if (p.gate_up_f32)
+    return launch_kernel(silu_mul_kernel<float>, dim3(static_cast<unsigned>(blocks)),
+                         dim3(SILU_MUL_THREADS), 0, p.launch, p);
+  return launch_kernel(silu_mul_kernel<bf16>, dim3(static_cast<unsigned>(blocks)),
+                       dim3(SILU_MUL_THREADS), 0, p.launch, p);
 }
 
 }  // namespace megaops

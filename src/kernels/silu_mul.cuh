@@ -1,5 +1,7 @@
 // SwiGLU activation: out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i], i.e. the fused
-// gate|up projection's two halves. Requires inter % 8 == 0 and 16-byte aligned buffers.
+// gate|up projection's two halves. gate_up comes from a matmul and may be bf16 (gate_up) or fp32
+// (gate_up_f32): exactly one of the two is set; out is bf16 either way. Requires inter % 8 == 0
+// and 16-byte aligned buffers.
 #pragma once
 
 #include "kernels/common.cuh"
@@ -7,8 +9,9 @@
 namespace megaops {
 
 struct SiluMulParams {
-  const bf16* gate_up = nullptr;  // [m, 2 * inter]
-  bf16* out = nullptr;            // [m, inter]
+  const bf16* gate_up = nullptr;       // [m, 2 * inter]
+  const float* gate_up_f32 = nullptr;  // same, fp32; exactly one of gate_up, gate_up_f32
+  bf16* out = nullptr;                 // [m, inter]
   int m = 0, inter = 0;
   LaunchOptions launch;
 };

@@ -3,8 +3,6 @@
 //   O matmul → add+rmsnorm → gate|up matmul → SiLU·mul → down matmul] → add+final norm → LM head →
 //   sample → advance positions.
 // The residual add of each block is fused into the next norm, so the layer is 9 kernels.
-#include "runtime/conventional.h"
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -20,6 +18,7 @@
 #include "kernels/sampling.cuh"
 #include "kernels/silu_mul.cuh"
 #include "models/checkpoint.h"
+#include "runtime/conventional.h"
 #include "runtime/device_memory.h"
 #include "runtime/step_state.cuh"
 
@@ -58,6 +57,11 @@ struct LayerWeights {
 };
 
 }  // namespace
+
+struct OpTimeKey {
+  std::string op;
+  int layer;
+};
 
 struct ConventionalExecutor::Impl {
   ModelConfig cfg;
@@ -103,8 +107,20 @@ struct ConventionalExecutor::Impl {
   std::map<std::pair<int, bool>, cudaGraphExec_t> graphs;
   bool capturing = false;
 
+  // Profiling (see profile_decode_steps): an event recorded after every op.
+  bool profiling = false;
+  int current_layer = -1;
+  std::vector<cudaEvent_t> prof_events;
+  std::vector<OpTimeKey> prof_ops;
+
   void check(cudaError_t err, const char* op) {
     if (err != cudaSuccess) throw DeviceError(std::string(op) + ": " + cudaGetErrorString(err));
+    if (profiling) {
+      const size_t i = prof_ops.size();
+      if (i + 1 >= prof_events.size()) throw Error("internal: profiling event pool exhausted");
+      MEGAOPS_CUDA_CHECK(cudaEventRecord(prof_events[i + 1], stream));
+      prof_ops.push_back({op, current_layer});
+    }
     if (opt.debug_sync && !capturing) {
       const cudaError_t s = cudaStreamSynchronize(stream);
       if (s != cudaSuccess)
@@ -160,6 +176,7 @@ struct ConventionalExecutor::Impl {
     ep.launch = launch(pdl);
     check(launch_embedding(ep), "embedding");
     for (int l = 0; l < cfg.num_layers; ++l) {
+      current_layer = l;
       const LayerWeights& L = layers[l];
       add_rmsnorm(l == 0 ? nullptr : delta, L.ln1, normed, t, pdl, "input_layernorm");
       matmul(normed, L.wqkv, qkv, DType::BF16, t, qd + 2 * kvd, h, pdl, "qkv_proj");
@@ -228,6 +245,7 @@ struct ConventionalExecutor::Impl {
       check(launch_silu_mul(sp), "silu_mul");
       matmul(act, L.wdown, delta, DType::BF16, t, h, inter, pdl, "down_proj");
     }
+    current_layer = -1;
   }
 
   void lm_head_and_sample(const bf16* rows, int b, bool pdl) {
@@ -423,6 +441,7 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
 
 ConventionalExecutor::~ConventionalExecutor() {
   if (!impl_) return;
+  for (cudaEvent_t e : impl_->prof_events) cudaEventDestroy(e);
   for (auto& [key, exec] : impl_->graphs) cudaGraphExecDestroy(exec);
   if (impl_->stream) {
     cudaStreamSynchronize(impl_->stream);
@@ -431,11 +450,21 @@ ConventionalExecutor::~ConventionalExecutor() {
   if (impl_->host_tokens) cudaFreeHost(impl_->host_tokens);
 }
 
-const ModelConfig& ConventionalExecutor::config() const { return impl_->cfg; }
-const ExecutorOptions& ConventionalExecutor::options() const { return impl_->opt; }
-cudaStream_t ConventionalExecutor::stream() const { return impl_->stream; }
-size_t ConventionalExecutor::weight_bytes() const { return impl_->weight_bytes; }
-void ConventionalExecutor::set_pdl(bool pdl) { impl_->opt.pdl = pdl; }
+const ModelConfig& ConventionalExecutor::config() const {
+  return impl_->cfg;
+}
+const ExecutorOptions& ConventionalExecutor::options() const {
+  return impl_->opt;
+}
+cudaStream_t ConventionalExecutor::stream() const {
+  return impl_->stream;
+}
+size_t ConventionalExecutor::weight_bytes() const {
+  return impl_->weight_bytes;
+}
+void ConventionalExecutor::set_pdl(bool pdl) {
+  impl_->opt.pdl = pdl;
+}
 
 size_t ConventionalExecutor::kv_bytes_read() const {
   const Impl& s = *impl_;
@@ -447,8 +476,9 @@ size_t ConventionalExecutor::kv_bytes_read() const {
 static void check_ids(const std::vector<int>& ids, int vocab, const char* what) {
   for (int id : ids)
     if (id < 0 || id >= vocab)
-      throw_input_error(what, "", "token id " + std::to_string(id) +
-                                      " outside the vocabulary [0, " + std::to_string(vocab) + ")");
+      throw_input_error(what, "",
+                        "token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                            std::to_string(vocab) + ")");
 }
 
 std::vector<int> ConventionalExecutor::prefill(const std::vector<std::vector<int>>& prompts) {
@@ -480,12 +510,12 @@ std::vector<int> ConventionalExecutor::prefill(const std::vector<std::vector<int
   const int total = static_cast<int>(ids.size());
   for (int c0 = 0; c0 < total; c0 += s.opt.prefill_chunk) {
     const int t = std::min(s.opt.prefill_chunk, total - c0);
-    MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(s.tok_ids, ids.data() + c0, t * 4, cudaMemcpyHostToDevice,
-                                       s.stream));
-    MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(s.tok_pos, pos.data() + c0, t * 4, cudaMemcpyHostToDevice,
-                                       s.stream));
-    MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(s.tok_slot, slot.data() + c0, t * 4,
-                                       cudaMemcpyHostToDevice, s.stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(s.tok_ids, ids.data() + c0, t * 4, cudaMemcpyHostToDevice, s.stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(s.tok_pos, pos.data() + c0, t * 4, cudaMemcpyHostToDevice, s.stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(s.tok_slot, slot.data() + c0, t * 4, cudaMemcpyHostToDevice, s.stream));
     s.run_layers(t, s.tok_ids, s.tok_pos, s.tok_slot, nullptr, /*decode=*/false, false);
     s.add_rmsnorm(s.delta, s.final_norm, s.normed, t, false, "final_norm");
     for (int i = c0; i < c0 + t; ++i) {
@@ -516,8 +546,8 @@ std::vector<int> ConventionalExecutor::prefill(const std::vector<std::vector<int
       cudaMemcpyAsync(s.dec_ctx, dctx.data(), B * 4, cudaMemcpyHostToDevice, s.stream));
   MEGAOPS_CUDA_CHECK(
       cudaMemcpyAsync(s.dec_slots, dslot.data(), B * 4, cudaMemcpyHostToDevice, s.stream));
-  MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(s.host_tokens, s.dec_tokens, B * 4, cudaMemcpyDeviceToHost,
-                                     s.stream));
+  MEGAOPS_CUDA_CHECK(
+      cudaMemcpyAsync(s.host_tokens, s.dec_tokens, B * 4, cudaMemcpyDeviceToHost, s.stream));
   MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(s.stream));
   s.batch = B;
   s.host_pos.assign(dpos.begin(), dpos.end());
@@ -535,9 +565,9 @@ std::vector<int> ConventionalExecutor::decode_step(const std::vector<int>* force
                             std::to_string(s.opt.max_seq));
   if (forced) {
     if (static_cast<int>(forced->size()) != s.batch)
-      throw_input_error("decode", "forced tokens",
-                        "expected " + std::to_string(s.batch) + ", found " +
-                            std::to_string(forced->size()));
+      throw_input_error(
+          "decode", "forced tokens",
+          "expected " + std::to_string(s.batch) + ", found " + std::to_string(forced->size()));
     check_ids(*forced, s.cfg.vocab_size, "forced tokens");
     std::copy(forced->begin(), forced->end(), s.host_tokens);
     MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(s.dec_tokens, s.host_tokens, s.batch * 4,
@@ -548,18 +578,72 @@ std::vector<int> ConventionalExecutor::decode_step(const std::vector<int>* force
   } else {
     MEGAOPS_CUDA_CHECK(cudaGraphLaunch(s.graph_for(s.batch, s.opt.pdl), s.stream));
   }
-  MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(s.host_tokens, s.dec_tokens, s.batch * 4,
-                                     cudaMemcpyDeviceToHost, s.stream));
+  MEGAOPS_CUDA_CHECK(
+      cudaMemcpyAsync(s.host_tokens, s.dec_tokens, s.batch * 4, cudaMemcpyDeviceToHost, s.stream));
   MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(s.stream));
   for (int b = 0; b < s.batch; ++b) ++s.host_pos[b];
   return std::vector<int>(s.host_tokens, s.host_tokens + s.batch);
 }
 
+std::vector<ConventionalExecutor::OpTime> ConventionalExecutor::profile_decode_steps(int steps) {
+  Impl& s = *impl_;
+  if (s.batch == 0) throw_input_error("profile", "", "profile_decode_steps before prefill");
+  for (int b = 0; b < s.batch; ++b)
+    if (s.host_pos[b] + steps > s.opt.max_seq)
+      throw_input_error(
+          "profile", "steps",
+          "sequence " + std::to_string(b) + " would pass max_seq " + std::to_string(s.opt.max_seq));
+  const size_t max_ops = static_cast<size_t>(s.cfg.num_layers) * 16 + 16;
+  while (s.prof_events.size() < max_ops + 1) {
+    cudaEvent_t e;
+    MEGAOPS_CUDA_CHECK(cudaEventCreate(&e));
+    s.prof_events.push_back(e);
+  }
+  s.prof_ops.clear();
+  cudaGraph_t graph = nullptr;
+  MEGAOPS_CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+  s.capturing = s.profiling = true;
+  try {
+    MEGAOPS_CUDA_CHECK(cudaEventRecord(s.prof_events[0], s.stream));
+    s.record_decode_step(s.batch, /*pdl=*/false);
+  } catch (...) {
+    s.capturing = s.profiling = false;
+    cudaStreamEndCapture(s.stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  s.capturing = s.profiling = false;
+  MEGAOPS_CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  MEGAOPS_CUDA_CHECK(err);
+  std::vector<OpTime> out(s.prof_ops.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = {s.prof_ops[i].op, s.prof_ops[i].layer, 0.0};
+  try {
+    for (int r = 0; r < steps; ++r) {
+      MEGAOPS_CUDA_CHECK(cudaGraphLaunch(exec, s.stream));
+      MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+      for (size_t i = 0; i < out.size(); ++i) {
+        float ms = 0;
+        MEGAOPS_CUDA_CHECK(cudaEventElapsedTime(&ms, s.prof_events[i], s.prof_events[i + 1]));
+        out[i].us += 1e3 * ms / steps;
+      }
+      for (int b = 0; b < s.batch; ++b) ++s.host_pos[b];
+    }
+  } catch (...) {
+    cudaGraphExecDestroy(exec);
+    throw;
+  }
+  cudaGraphExecDestroy(exec);
+  return out;
+}
+
 std::vector<float> ConventionalExecutor::last_logits() const {
   const Impl& s = *impl_;
   std::vector<float> out(static_cast<size_t>(s.batch) * s.cfg.vocab_size);
-  MEGAOPS_CUDA_CHECK(cudaMemcpy(out.data(), s.logits, out.size() * sizeof(float),
-                                cudaMemcpyDeviceToHost));
+  MEGAOPS_CUDA_CHECK(
+      cudaMemcpy(out.data(), s.logits, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
   return out;
 }
 

@@ -64,6 +64,16 @@ class ConventionalExecutor {
   // Logits [batch, vocab] of the last prefill (its last position) or decode step.
   std::vector<float> last_logits() const;
 
+  // GPU time of each op in one decode step, measured inside a captured step with an event after
+  // every op (PDL off: an event between two kernels removes their programmatic edge). Runs
+  // `steps` decode steps (their tokens are discarded) and returns per-op times averaged over them.
+  struct OpTime {
+    std::string op;
+    int layer = -1;  // -1 outside the decoder layers
+    double us = 0;
+  };
+  std::vector<OpTime> profile_decode_steps(int steps);
+
   // Switches PDL for subsequent decode steps (graphs are cached per batch size and PDL).
   void set_pdl(bool pdl);
 

@@ -1,0 +1,105 @@
+// `megaops profile`: where a conventional decode step spends its time, op by op, measured on the
+// GPU inside a captured step (an event after every op). Prints per-op totals per step and writes
+// every (op, layer) time as JSON, keyed by what makes a measurement comparable: model shapes,
+// batch, backend, GPU.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/error.h"
+
+#ifdef MEGAOPS_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "model_source.h"
+#include "runtime/conventional.h"
+#endif
+
+namespace megaops::cli {
+
+Runner add_profile(CLI::App& app) {
+  struct Opts {
+    std::string model, preset, json_out;
+    int batch = 1, prompt = 32, steps = 32;
+    uint64_t seed = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_option("--model", o->model, "Hugging Face checkpoint directory");
+  app.add_option("--preset", o->preset, "random weights of a named architecture");
+  app.add_option("--batch", o->batch, "sequences decoded together");
+  app.add_option("--prompt", o->prompt, "prompt tokens per sequence");
+  app.add_option("--steps", o->steps, "decode steps averaged");
+  app.add_option("--seed", o->seed, "seed of the random weights and prompts");
+  app.add_option("--json", o->json_out, "write per-op times here");
+  return [o]() -> int {
+#ifdef MEGAOPS_HAVE_CUDA
+    if (!gpu_available()) throw DeviceError("profile: no CUDA device; profile needs a GPU");
+    if (o->batch < 1 || o->batch > 64)
+      throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(o->batch));
+    if (o->prompt < 1 || o->steps < 1)
+      throw_input_error("--prompt/--steps", "", "expected positive values");
+    const ModelSource src = open_model_source(o->model, o->preset, o->seed);
+    ExecutorOptions eo;
+    eo.max_batch = o->batch;
+    eo.max_seq = o->prompt + 2 * o->steps + 2;
+    eo.prefill_chunk = std::max(64, std::min(2048, o->batch * o->prompt));
+    ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
+      print_progress("loading " + src.name, d, t);
+    });
+    ex.prefill(make_prompts(src.cfg, o->batch, o->prompt, o->seed));
+    ex.profile_decode_steps(o->steps);  // warm-up: first replays pay for cold caches
+    const auto times = ex.profile_decode_steps(o->steps);
+    std::map<std::string, std::pair<double, int>> by_op;
+    double total = 0;
+    for (const auto& t : times) {
+      by_op[t.op].first += t.us;
+      by_op[t.op].second += 1;
+      total += t.us;
+    }
+    std::vector<std::pair<std::string, std::pair<double, int>>> rows(by_op.begin(), by_op.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    std::printf("%-26s %10s %8s %7s %12s\n", "op", "us/step", "launches", "%step", "us/launch");
+    for (const auto& [op, v] : rows)
+      std::printf("%-26s %10.1f %8d %6.1f%% %12.2f\n", op.c_str(), v.first, v.second,
+                  100 * v.first / total, v.first / v.second);
+    std::printf("%-26s %10.1f %8zu\n", "total (graph, no PDL)", total, times.size());
+    if (!o->json_out.empty()) {
+      cudaDeviceProp prop{};
+      cudaGetDeviceProperties(&prop, 0);
+      const ModelConfig& c = src.cfg;
+      nlohmann::json ops = nlohmann::json::array();
+      for (const auto& t : times) ops.push_back({{"op", t.op}, {"layer", t.layer}, {"us", t.us}});
+      nlohmann::json j = {{"gpu", prop.name},
+                          {"backend", "conventional"},
+                          {"model", src.name},
+                          {"shapes",
+                           {{"arch", arch_name(c.arch)},
+                            {"hidden", c.hidden_size},
+                            {"intermediate", c.intermediate_size},
+                            {"layers", c.num_layers},
+                            {"heads", c.num_heads},
+                            {"kv_heads", c.num_kv_heads},
+                            {"head_dim", c.head_dim},
+                            {"vocab", c.vocab_size}}},
+                          {"dtype", "bf16"},
+                          {"batch", o->batch},
+                          {"context", o->prompt},
+                          {"steps_averaged", o->steps},
+                          {"step_us", total},
+                          {"ops", ops}};
+      std::ofstream f(o->json_out);
+      if (!f) throw Error("cannot write " + o->json_out);
+      f << j.dump(1) << "\n";
+    }
+    return 0;
+#else
+    throw DeviceError("profile: this build has no CUDA support");
+#endif
+  };
+}
+
+}  // namespace megaops::cli
