@@ -127,9 +127,21 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
   const int tid = threadIdx.x, n = p.vocab;
   const float* x = p.logits + static_cast<int64_t>(row) * p.ld;
 
+  // Sixteen loads in flight per thread: a plain strided loop waits one memory latency per element
+  // (55 us per 128K-logit row measured on the H200). argmax_merge breaks ties by index, so the
+  // order of merging does not matter.
+  constexpr int UNROLL = 16;
   float max_v = -INFINITY;
   int max_i = INT_MAX;
-  for (int i = tid; i < n; i += SAMPLE_THREADS) argmax_merge(max_v, max_i, x[i], i);
+  int i = tid;
+  for (; i + (UNROLL - 1) * SAMPLE_THREADS < n; i += UNROLL * SAMPLE_THREADS) {
+    float v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) v[u] = x[i + u * SAMPLE_THREADS];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) argmax_merge(max_v, max_i, v[u], i + u * SAMPLE_THREADS);
+  }
+  for (; i < n; i += SAMPLE_THREADS) argmax_merge(max_v, max_i, x[i], i);
   block_argmax(max_v, max_i, sm);
   if (max_i == INT_MAX) max_i = 0;  // only NaN logits: any valid index
   if (p.temperature <= 0.0f) {

@@ -81,11 +81,11 @@ struct ConventionalExecutor::Impl {
   int max_tokens = 0;
   float* residual = nullptr;
   bf16* normed = nullptr;
-  bf16* qkv = nullptr;
+  float* qkv = nullptr;  // matmul outputs stay fp32: one bf16 rounding fewer per projection
   bf16* q = nullptr;
   bf16* attn = nullptr;
-  bf16* delta = nullptr;  // O and down projections' output, added by the next norm
-  bf16* gu = nullptr;
+  float* delta = nullptr;  // O and down projections' output, added by the next norm
+  float* gu = nullptr;
   bf16* act = nullptr;
   bf16* lm_in = nullptr;  // [max_batch, h]: the rows the LM head reads
   float* logits = nullptr;
@@ -118,7 +118,9 @@ struct ConventionalExecutor::Impl {
     if (profiling) {
       const size_t i = prof_ops.size();
       if (i + 1 >= prof_events.size()) throw Error("internal: profiling event pool exhausted");
-      MEGAOPS_CUDA_CHECK(cudaEventRecord(prof_events[i + 1], stream));
+      // External: inside capture a plain record is only a dependency marker, not a timing node.
+      MEGAOPS_CUDA_CHECK(
+          cudaEventRecordWithFlags(prof_events[i + 1], stream, cudaEventRecordExternal));
       prof_ops.push_back({op, current_layer});
     }
     if (opt.debug_sync && !capturing) {
@@ -146,11 +148,11 @@ struct ConventionalExecutor::Impl {
     check(mm->run(p), op);
   }
 
-  void add_rmsnorm(const bf16* delta_in, const bf16* w, bf16* out, int rows, bool pdl,
+  void add_rmsnorm(const float* delta_in, const bf16* w, bf16* out, int rows, bool pdl,
                    const char* op) {
     AddRmsNormParams p;
     p.residual = residual;
-    p.delta = delta_in;
+    p.delta_f32 = delta_in;
     p.weight = w;
     p.out = out;
     p.rows = rows;
@@ -179,9 +181,9 @@ struct ConventionalExecutor::Impl {
       current_layer = l;
       const LayerWeights& L = layers[l];
       add_rmsnorm(l == 0 ? nullptr : delta, L.ln1, normed, t, pdl, "input_layernorm");
-      matmul(normed, L.wqkv, qkv, DType::BF16, t, qd + 2 * kvd, h, pdl, "qkv_proj");
+      matmul(normed, L.wqkv, qkv, DType::F32, t, qd + 2 * kvd, h, pdl, "qkv_proj");
       QkvRopeParams rp;
-      rp.qkv = qkv;
+      rp.qkv_f32 = qkv;
       rp.positions = pos;
       rp.slots = slots;
       rp.q_norm = L.q_norm;
@@ -233,17 +235,17 @@ struct ConventionalExecutor::Impl {
         ap.launch = launch(pdl);
         check(launch_prefill_attention(ap), "prefill_attention");
       }
-      matmul(attn, L.wo, delta, DType::BF16, t, h, qd, pdl, "o_proj");
+      matmul(attn, L.wo, delta, DType::F32, t, h, qd, pdl, "o_proj");
       add_rmsnorm(delta, L.ln2, normed, t, pdl, "post_attention_layernorm");
-      matmul(normed, L.wgu, gu, DType::BF16, t, 2 * inter, h, pdl, "gate_up_proj");
+      matmul(normed, L.wgu, gu, DType::F32, t, 2 * inter, h, pdl, "gate_up_proj");
       SiluMulParams sp;
-      sp.gate_up = gu;
+      sp.gate_up_f32 = gu;
       sp.out = act;
       sp.m = t;
       sp.inter = inter;
       sp.launch = launch(pdl);
       check(launch_silu_mul(sp), "silu_mul");
-      matmul(act, L.wdown, delta, DType::BF16, t, h, inter, pdl, "down_proj");
+      matmul(act, L.wdown, delta, DType::F32, t, h, inter, pdl, "down_proj");
     }
     current_layer = -1;
   }
@@ -416,11 +418,11 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   s.max_tokens = T;
   s.residual = s.mem.alloc_array<float>("residual", static_cast<size_t>(T) * h);
   s.normed = alloc_bf16("normed", static_cast<size_t>(T) * h);
-  s.qkv = alloc_bf16("qkv", static_cast<size_t>(T) * (qd + 2 * kvd));
+  s.qkv = s.mem.alloc_array<float>("qkv", static_cast<size_t>(T) * (qd + 2 * kvd));
   s.q = alloc_bf16("q", static_cast<size_t>(T) * qd);
   s.attn = alloc_bf16("attention output", static_cast<size_t>(T) * qd);
-  s.delta = alloc_bf16("projection output", static_cast<size_t>(T) * h);
-  s.gu = alloc_bf16("gate_up", static_cast<size_t>(T) * 2 * inter);
+  s.delta = s.mem.alloc_array<float>("projection output", static_cast<size_t>(T) * h);
+  s.gu = s.mem.alloc_array<float>("gate_up", static_cast<size_t>(T) * 2 * inter);
   s.act = alloc_bf16("silu_mul", static_cast<size_t>(T) * inter);
   s.lm_in = alloc_bf16("lm_head input", static_cast<size_t>(opt.max_batch) * h);
   s.logits =
@@ -604,7 +606,8 @@ std::vector<ConventionalExecutor::OpTime> ConventionalExecutor::profile_decode_s
   MEGAOPS_CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
   s.capturing = s.profiling = true;
   try {
-    MEGAOPS_CUDA_CHECK(cudaEventRecord(s.prof_events[0], s.stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaEventRecordWithFlags(s.prof_events[0], s.stream, cudaEventRecordExternal));
     s.record_decode_step(s.batch, /*pdl=*/false);
   } catch (...) {
     s.capturing = s.profiling = false;

@@ -1,6 +1,7 @@
 // GPU QKV post-processing (Qwen3 q/k norm, RoPE, cache scatter) against ref::rmsnorm + ref::rope on
-// the same bf16 inputs. Cache entries not addressed by any token must keep their poison, which
-// catches writes to the wrong (slot, position, head).
+// the same inputs (bf16-rounded for the bf16 qkv input, exact for the fp32 one). Cache entries not
+// addressed by any token must keep their poison, which catches writes to the wrong (slot, position,
+// head).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,15 +22,18 @@ struct RopeCase {
   int t, max_batch, max_seq;
 };
 
-void run_case(const RopeCase& c, bool pdl, std::mt19937_64& rng) {
+// f32_in: the kernel reads qkv_f32 (exact fp32 values) instead of the bf16 qkv.
+void run_case(const RopeCase& c, bool f32_in, bool pdl, std::mt19937_64& rng) {
   SCOPED_TRACE("H=" + std::to_string(c.num_heads) + " KV=" + std::to_string(c.num_kv_heads) +
                " hd=" + std::to_string(c.head_dim) + " norm=" + std::to_string(c.qk_norm) +
                " t=" + std::to_string(c.t) + " max_seq=" + std::to_string(c.max_seq) +
-               " pdl=" + std::to_string(pdl));
+               " f32_in=" + std::to_string(f32_in) + " pdl=" + std::to_string(pdl));
   const int hd = c.head_dim, heads = c.num_heads + 2 * c.num_kv_heads;
   const size_t row = static_cast<size_t>(heads) * hd;
-  const auto qkv_bits = testing::to_bf16_bits(testing::random_floats(c.t * row, -2, 2, rng));
-  const auto qkv = testing::from_bf16_bits(qkv_bits);
+  const auto qkv_f32 = testing::random_floats(c.t * row, -2, 2, rng);
+  const auto qkv_bits = testing::to_bf16_bits(qkv_f32);
+  // The reference sees exactly what the kernel reads.
+  const auto qkv = f32_in ? qkv_f32 : testing::from_bf16_bits(qkv_bits);
   const auto qn_bits = testing::to_bf16_bits(testing::random_floats(hd, 0.5f, 1.5f, rng));
   const auto kn_bits = testing::to_bf16_bits(testing::random_floats(hd, 0.5f, 1.5f, rng));
   const auto q_norm = testing::from_bf16_bits(qn_bits), k_norm = testing::from_bf16_bits(kn_bits);
@@ -53,8 +57,9 @@ void run_case(const RopeCase& c, bool pdl, std::mt19937_64& rng) {
   DeviceBuffer<uint16_t> d_q(static_cast<size_t>(c.t) * c.num_heads * hd), d_k(cache_n),
       d_v(cache_n);
   DeviceBuffer<int32_t> d_pos(c.t), d_slots(c.t);
-  DeviceBuffer<float> d_freq(hd / 2);
+  DeviceBuffer<float> d_freq(hd / 2), d_qkv_f32(qkv_f32.size());
   d_qkv.upload(qkv_bits);
+  d_qkv_f32.upload(qkv_f32);
   d_qn.upload(qn_bits);
   d_kn.upload(kn_bits);
   d_pos.upload(positions);
@@ -65,7 +70,8 @@ void run_case(const RopeCase& c, bool pdl, std::mt19937_64& rng) {
   d_v.poison();
 
   QkvRopeParams p;
-  p.qkv = reinterpret_cast<const bf16*>(d_qkv.ptr);
+  p.qkv = f32_in ? nullptr : reinterpret_cast<const bf16*>(d_qkv.ptr);
+  p.qkv_f32 = f32_in ? d_qkv_f32.ptr : nullptr;
   p.positions = d_pos.ptr;
   p.slots = d_slots.ptr;
   p.q_norm = c.qk_norm ? reinterpret_cast<const bf16*>(d_qn.ptr) : nullptr;
@@ -116,6 +122,14 @@ void run_case(const RopeCase& c, bool pdl, std::mt19937_64& rng) {
   // ulp of the angle (~4e-3 rad), still well inside 2e-2.
   EXPECT_LE(testing::rel_error(got_q.data(), exp_q.data(), exp_q.size()), 2e-2);
   EXPECT_LE(testing::rel_error(got_k.data(), exp_k.data(), exp_k.size()), 2e-2);
+  if (f32_in) {
+    // Nothing is rounded before the outputs: one bf16 rounding (~2^-9 relative per element) plus
+    // the fp32 angle above, a few 1e-3 in all.
+    EXPECT_LE(testing::rel_error(got_q.data(), exp_q.data(), exp_q.size()), 1e-2);
+    EXPECT_LE(testing::rel_error(got_k.data(), exp_k.data(), exp_k.size()), 1e-2);
+    // v is the fp32 input rounded once to bf16 (nearest even, like float_to_bf16): exact.
+    round_to_bf16(exp_v.data(), exp_v.size());
+  }
   // v is a copy of bf16 values: exact.
   EXPECT_EQ(got_v, exp_v);
   for (size_t e = 0; e < cache_n; ++e) {
@@ -135,7 +149,20 @@ TEST(QkvRope, MatchesReference) {
       {8, 1, 128, false, 3, 1, 131072},  // long-context positions
   };
   for (const auto& c : cases)
-    for (bool pdl : {false, true}) run_case(c, pdl, rng);
+    for (bool pdl : {false, true}) run_case(c, false, pdl, rng);
+}
+
+TEST(QkvRope, Fp32InputMatchesReference) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(testing::test_seed() + 1);
+  const RopeCase cases[] = {
+      {1, 1, 64, false, 1, 1, 64},      {8, 2, 128, true, 5, 3, 300},
+      {32, 8, 128, false, 37, 4, 512},  {16, 2, 256, true, 7, 2, 100},
+      {4, 4, 32, true, 17, 2, 64},      {4, 2, 4, true, 9, 2, 16},         // smallest head_dim
+      {32, 8, 128, true, 300, 2, 1024}, {8, 1, 128, false, 3, 1, 131072},  // long context
+  };
+  for (const auto& c : cases)
+    for (bool pdl : {false, true}) run_case(c, true, pdl, rng);
 }
 
 TEST(QkvRope, RejectsBadShapes) {
@@ -149,6 +176,41 @@ TEST(QkvRope, RejectsBadShapes) {
   EXPECT_EQ(launch_qkv_rope(p), cudaErrorInvalidValue);
   p.head_dim = 66;  // not a multiple of 4
   EXPECT_EQ(launch_qkv_rope(p), cudaErrorInvalidValue);
+}
+
+TEST(QkvRope, RejectsBadInputs) {
+  MEGAOPS_REQUIRE_GPU();
+  const int t = 2, heads = 4 + 2 * 2, hd = 8, max_seq = 4;
+  DeviceBuffer<uint16_t> qkv(t * heads * hd), q(t * 4 * hd), k(2 * max_seq * 2 * hd),
+      v(2 * max_seq * 2 * hd);
+  DeviceBuffer<float> qkv_f32(t * heads * hd + 2), freq(hd / 2);
+  DeviceBuffer<int32_t> pos(t), slots(t);
+  const std::vector<int32_t> zero_one = {0, 1};
+  pos.upload(zero_one);
+  slots.upload(zero_one);
+  freq.upload(std::vector<float>(hd / 2, 0.5f));
+  QkvRopeParams p;
+  p.positions = pos.ptr;
+  p.slots = slots.ptr;
+  p.inv_freq = freq.ptr;
+  p.q_out = reinterpret_cast<bf16*>(q.ptr);
+  p.k_cache = reinterpret_cast<bf16*>(k.ptr);
+  p.v_cache = reinterpret_cast<bf16*>(v.ptr);
+  p.t = t;
+  p.num_heads = 4;
+  p.num_kv_heads = 2;
+  p.head_dim = hd;
+  p.max_seq = max_seq;
+  EXPECT_EQ(launch_qkv_rope(p), cudaErrorInvalidValue);  // neither input set
+  p.qkv = reinterpret_cast<const bf16*>(qkv.ptr);
+  p.qkv_f32 = qkv_f32.ptr;  // both set
+  EXPECT_EQ(launch_qkv_rope(p), cudaErrorInvalidValue);
+  p.qkv = nullptr;
+  p.qkv_f32 = qkv_f32.ptr + 1;  // 4-byte aligned only: float2 loads need 8
+  EXPECT_EQ(launch_qkv_rope(p), cudaErrorInvalidValue);
+  p.qkv_f32 = qkv_f32.ptr + 2;  // 8-byte aligned: accepted
+  EXPECT_EQ(launch_qkv_rope(p), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 }  // namespace
