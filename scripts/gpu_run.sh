@@ -2,7 +2,8 @@
 # Everything that needs the GPU, in one run (device time is scarce): GPU unit tests, full-model
 # logits against HF transformers on the same GPU, and the decode benchmark. Binaries come prebuilt
 # in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
-#   OUT=/some/dir scripts/gpu_run.sh [tests] [hf] [bench] [sanitize]   (default: tests hf bench)
+#   OUT=/some/dir scripts/gpu_run.sh [tests] [hf] [bench] [profile] [sanitize]
+#   (default: tests hf bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.carry/bin}
@@ -59,5 +60,15 @@ if want sanitize; then
     tail -3 "$OUT/sanitize_$tool.log"
   done
 fi
+if want profile; then
+  for preset in ${PROFILE_PRESETS:-llama3.2-1b}; do
+    log "profile $preset"
+    "$BIN/megaops" profile --preset "$preset" --batch 1 --json "$OUT/profile_$preset.json" \
+      2>/dev/null || status=1
+  done
+fi
+
+# The device tool brings back at most 8 files: everything also goes into one archive.
+tar czf /tmp/gpu_results.tgz -C "$OUT" . && mv /tmp/gpu_results.tgz "$OUT/"
 log "done, status $status"
 exit $status
