@@ -28,7 +28,8 @@ struct ExecutorOptions {
   int prefill_chunk = 2048;      // tokens per prefill launch sequence
   bool pdl = false;              // programmatic dependent launch for decode steps
   bool debug_sync = false;       // synchronise and check after every op (localises failures)
-  ref::SamplingParams sampling;  // temperature <= 0: greedy
+  // Greedy by default (temperature 0), as `generate` and `bench` run unless told otherwise.
+  ref::SamplingParams sampling{0.0f, 0, 1.0f, 0};
 };
 
 // Fills `out` (numel floats) with the values of weight `spec`; used to upload weights from a
