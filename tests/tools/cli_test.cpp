@@ -1,8 +1,8 @@
 // The `megaops` command line as a user meets it: real processes, real files. Bad input must give
 // exactly one error line naming what was wrong and a non-zero exit; SIGINT must stop generation
 // cleanly.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,34 +17,15 @@
 #include <thread>
 
 #include "models/checkpoint.h"
+#include "tools/cli_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result run_cli(const std::string& args) {
-  const std::string cmd = std::string(MEGAOPS_CLI_PATH) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
+using Result = megaops::testing::CliResult;
+using megaops::testing::count_lines;
+using megaops::testing::run_cli;
 
 // A tiny checkpoint written once by `init-random` for the whole suite.
 const fs::path& tiny_checkpoint() {
@@ -135,7 +116,8 @@ TEST(Cli, UsageErrorExitsTwo) {
 }
 
 // SIGINT during a long generation: the loop stops and the process exits 130, promptly. The model
-// is large enough (~40M parameters) that 1000 tokens on the CPU oracle take far longer than the test.
+// is large enough (~40M parameters) that 1000 tokens on the CPU oracle take far longer than the
+// test.
 TEST(Cli, SigintStopsGenerationCleanly) {
   megaops::ModelConfig cfg = megaops::preset_config("tiny-llama3");
   cfg.vocab_size = 32000;
@@ -148,8 +130,7 @@ TEST(Cli, SigintStopsGenerationCleanly) {
   cfg.max_position_embeddings = 2048;
   const fs::path dir =
       fs::path(::testing::TempDir()) / ("megaops-sigint-" + std::to_string(getpid()));
-  megaops::write_random_checkpoint(cfg, dir.string(), 1, megaops::DType::BF16, size_t{1} << 40,
-                                   {});
+  megaops::write_random_checkpoint(cfg, dir.string(), 1, megaops::DType::BF16, size_t{1} << 40, {});
   const std::string model = dir.string();
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
@@ -166,8 +147,7 @@ TEST(Cli, SigintStopsGenerationCleanly) {
   int st = 0;
   const auto t0 = std::chrono::steady_clock::now();
   waitpid(pid, &st, 0);
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(WIFEXITED(st)) << "killed by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
   EXPECT_EQ(WEXITSTATUS(st), 130);
   EXPECT_LT(secs, 20.0);  // one forward step at most, plus loading under sanitizers

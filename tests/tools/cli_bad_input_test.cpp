@@ -1,0 +1,189 @@
+// The bad-input catalogue, as a user meets it: each broken checkpoint or config given to
+// `megaops generate` must end in exactly one error line naming the file and the field, and exit
+// status 1 — never a crash, a hang or a second line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "models/checkpoint.h"
+#include "tools/cli_util.h"
+
+namespace megaops {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::count_lines;
+using testing::run_cli;
+
+struct BadCase {
+  std::string name;
+  // Breaks the checkpoint in `dir` (a valid tiny-llama3 checkpoint when called).
+  std::function<void(const fs::path& dir)> corrupt;
+  std::vector<std::string> must_mention;  // the file and the field
+};
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << text;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// A safetensors file with this JSON header and `data_bytes` zero bytes of data.
+void write_raw_safetensors(const fs::path& p, const std::string& header, size_t data_bytes) {
+  std::string out(8, '\0');
+  uint64_t len = header.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((len >> (8 * i)) & 0xff);
+  out += header;
+  out.append(data_bytes, '\0');
+  write_text(p, out);
+}
+
+// Rewrites model.safetensors keeping the tensors `keep` accepts, with `edit` applied to each.
+void rewrite_tensors(const fs::path& dir, const std::function<bool(const TensorView&)>& keep,
+                     const std::function<void(TensorToWrite&)>& edit = {}) {
+  const fs::path file = dir / "model.safetensors";
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<TensorToWrite> out;
+  {
+    auto st = SafetensorsFile::open(file.string());
+    for (const TensorView& t : st->tensors()) {
+      if (!keep(t)) continue;
+      data.emplace_back(t.data, t.data + t.nbytes);
+      out.push_back({t.name, t.dtype, t.shape, nullptr, t.nbytes});
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].data = data[i].data();
+    if (edit) edit(out[i]);
+  }
+  write_safetensors(file.string(), out);
+}
+
+void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j = nlohmann::json::parse(read_text(dir / "config.json"));
+  edit(j);
+  write_text(dir / "config.json", j.dump(2));
+}
+
+const std::string EMBED = "model.embed_tokens.weight";
+const std::string Q0 = "model.layers.0.self_attn.q_proj.weight";
+
+std::vector<BadCase> catalogue() {
+  return {
+      {"EmptyFile",
+       [](const fs::path& d) { write_text(d / "model.safetensors", ""); },
+       {"model.safetensors"}},
+      {"TruncatedHeader",
+       [](const fs::path& d) {
+         write_text(d / "model.safetensors", std::string("\xff\x00\x00\x00\x00\x00\x00\x00{", 9));
+       },
+       {"model.safetensors", "header"}},
+      {"HeaderNotAnObject",
+       [](const fs::path& d) { write_raw_safetensors(d / "model.safetensors", "[1, 2, 3]", 0); },
+       {"model.safetensors", "object"}},
+      {"OffsetsOutOfRange",
+       [](const fs::path& d) {
+         write_raw_safetensors(d / "model.safetensors",
+                               R"({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})",
+                               8);
+       },
+       {"model.safetensors", "data_offsets"}},
+      {"OverlappingOffsets",
+       [](const fs::path& d) {
+         write_raw_safetensors(d / "model.safetensors",
+                               R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},)"
+                               R"( "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}})",
+                               24);
+       },
+       {"model.safetensors", "overlap"}},
+      {"UnsupportedDtype",
+       [](const fs::path& d) {
+         write_raw_safetensors(d / "model.safetensors",
+                               R"({"x": {"dtype": "I64", "shape": [2], "data_offsets": [0, 16]}})",
+                               16);
+       },
+       {"model.safetensors", "I64"}},
+      {"DuplicateTensor",
+       [](const fs::path& d) {
+         write_raw_safetensors(d / "model.safetensors",
+                               R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+                               R"( "a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})",
+                               16);
+       },
+       {"model.safetensors", "duplicate"}},
+      {"ShapeDisagreesWithConfig",
+       [](const fs::path& d) {
+         rewrite_tensors(
+             d, [](const TensorView&) { return true; },
+             [](TensorToWrite& t) {
+               if (t.name == Q0) t.shape = {t.shape[1], t.shape[0] / 2, 2};  // same bytes
+             });
+       },
+       {"model.safetensors", Q0, "shape"}},
+      {"MissingTensor",
+       [](const fs::path& d) {
+         rewrite_tensors(d, [](const TensorView& t) { return t.name != Q0; });
+       },
+       {Q0, "missing"}},
+      {"ZeroHiddenSize",
+       [](const fs::path& d) { edit_config(d, [](auto& j) { j["hidden_size"] = 0; }); },
+       {"config.json", "hidden_size"}},
+      {"NegativeLayers",
+       [](const fs::path& d) { edit_config(d, [](auto& j) { j["num_hidden_layers"] = -2; }); },
+       {"config.json", "num_hidden_layers"}},
+      {"HeadsDoNotDivideHidden",
+       [](const fs::path& d) {
+         edit_config(d, [](auto& j) {
+           j.erase("head_dim");
+           j["num_attention_heads"] = 3;
+           j["num_key_value_heads"] = 1;
+         });
+       },
+       {"config.json", "num_attention_heads"}},
+      {"GqaGroupsDoNotDivideHeads",
+       [](const fs::path& d) { edit_config(d, [](auto& j) { j["num_key_value_heads"] = 3; }); },
+       {"config.json", "num_key_value_heads"}},
+      {"ConfigNotJson",
+       [](const fs::path& d) { write_text(d / "config.json", "{\"vocab_size\": "); },
+       {"config.json"}},
+      {"UnsupportedArchitecture",
+       [](const fs::path& d) {
+         edit_config(d, [](auto& j) { j["architectures"] = {"MistralForCausalLM"}; });
+       },
+       {"config.json", "MistralForCausalLM"}},
+      {"MissingConfig", [](const fs::path& d) { fs::remove(d / "config.json"); }, {"config.json"}},
+  };
+}
+
+class CliBadInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(CliBadInput, OneErrorLineNamingFileAndField) {
+  const BadCase& c = GetParam();
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("megaops-bad-" + c.name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  write_random_checkpoint(preset_config("tiny-llama3"), dir.string(), 3, DType::BF16, 0, {});
+  c.corrupt(dir);
+  const auto r = run_cli("generate --cpu --model " + dir.string() + " --prompt-ids 1,2");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << r.out;
+  for (const std::string& word : c.must_mention)
+    EXPECT_NE(r.out.find(word), std::string::npos) << "missing '" << word << "' in: " << r.out;
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalogue, CliBadInput, ::testing::ValuesIn(catalogue()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace megaops
