@@ -29,7 +29,7 @@ constexpr float LOG2E = 1.4426950408889634f;
 constexpr int ATTN_MAX_HEAD_DIM = 256;
 
 constexpr int DECODE_THREADS = 256;
-constexpr int DECODE_TILE = 64;          // keys per shared-memory tile
+constexpr int DECODE_TILE = 64;  // keys per shared-memory tile
 // Shorter contexts are never split. One tile per CTA: a CTA walks its keys serially at ~3.5 us per
 // tile of 64 (measured: 17 us for one sequence's 8 KV groups at a 160-key context on the H200,
 // grid of 8 CTAs, 0.4% of memory throughput), so a short context is spread over more CTAs and
@@ -65,16 +65,6 @@ __device__ __forceinline__ DecodeSplitPlan decode_split_plan(int ctx, int splits
   int chunk = (ctx + want - 1) / want;
   chunk = (chunk + DECODE_TILE - 1) / DECODE_TILE * DECODE_TILE;
   return {(ctx + chunk - 1) / chunk, chunk};
-}
-
-__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 v = __bfloat1622float2(h[i]);
-    f[2 * i] = v.x;
-    f[2 * i + 1] = v.y;
-  }
 }
 
 // q (8 floats in shared memory) . k (8 bf16 in shared memory).

@@ -36,8 +36,8 @@ struct LaunchOptions {
   bool pdl = false;  // programmatic dependent launch (Hopper+)
 };
 
-// Launches `kernel` with cudaLaunchKernelEx, adding the PDL attribute when asked; returns the launch
-// status (cudaGetLastError semantics).
+// Launches `kernel` with cudaLaunchKernelEx, adding the PDL attribute when asked; returns the
+// launch status (cudaGetLastError semantics).
 template <typename... KArgs, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                           const LaunchOptions& opt, Args... args) {
@@ -56,6 +56,19 @@ cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }
 
-inline unsigned ceil_div(unsigned a, unsigned b) { return (a + b - 1) / b; }
+inline unsigned ceil_div(unsigned a, unsigned b) {
+  return (a + b - 1) / b;
+}
+
+// Eight bf16 values from one 16-byte load, widened to float.
+__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float* f) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __bfloat1622float2(h[i]);
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
 
 }  // namespace megaops

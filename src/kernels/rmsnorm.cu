@@ -13,16 +13,6 @@ namespace {
 constexpr int RMSNORM_THREADS = 256;
 constexpr int RMSNORM_WARPS = RMSNORM_THREADS / 32;
 
-__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 v = __bfloat1622float2(h[i]);
-    f[2 * i] = v.x;
-    f[2 * i + 1] = v.y;
-  }
-}
-
 // The delta input of type DeltaT (null when absent or of the other type).
 template <typename DeltaT>
 __device__ __forceinline__ const DeltaT* delta_input(const AddRmsNormParams& p) {

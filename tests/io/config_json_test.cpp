@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "models/model_config.h"
+#include "test_util.h"
 
 namespace megaops {
 namespace {
@@ -31,19 +32,7 @@ std::string corpus(const std::string& name) {
   return std::string(MEGAOPS_SOURCE_DIR) + "/fuzz/corpus/config/" + name;
 }
 
-void expect_input_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const std::string& p : parts) {
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    }
-    return;
-  }
-  ADD_FAILURE() << "expected InputError";
-}
+using megaops::testing::expect_input_error;
 
 // A small valid Llama config that each error test breaks in one place.
 json tiny_llama_json() {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "test_util.h"
 
 namespace megaops {
 namespace {
@@ -27,19 +28,7 @@ std::string make_temp_dir() {
   return made;
 }
 
-// Expects `fn` to throw InputError whose one-line message contains every fragment.
-void expect_input_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    return;
-  }
-  ADD_FAILURE() << "expected InputError";
-}
+using megaops::testing::expect_input_error;
 
 // 8-byte little-endian length + header text + data.
 std::string raw_file(const std::string& header, const std::string& data,

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "test_util.h"
 
 namespace megaops {
 namespace {
@@ -27,19 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-void expect_input_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const std::string& p : parts) {
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    }
-    return;
-  }
-  ADD_FAILURE() << "expected InputError";
-}
+using megaops::testing::expect_input_error;
 
 // GQA (4 heads, 2 kv heads), untied.
 ModelConfig tiny_llama() {
