@@ -1,0 +1,728 @@
+// See planner.h. Evaluation strategy, chosen so one case plans in well under a second:
+// - serial candidates: region times add up (a region starts after the previous one ends), so each
+//   distinct region (its ops' shapes, backend, budget) is simulated once and cached; the layers
+//   repeat, so a 32-layer step needs only a handful of region simulations;
+// - co-running candidates (fixed split, dynamic): the step is simulated with the first K = 1 and
+//   2 layers and extrapolated linearly, T = T(2) + (L - 2) (T(2) - T(1)), which is exact when each
+//   layer adds the same steady-state time.
+#include "planner/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace megaops {
+
+using nlohmann::json;
+
+const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::Conventional:
+      return "conventional";
+    case Backend::Overlap:
+      return "overlap";
+    case Backend::Persistent:
+      return "persistent";
+  }
+  return "?";
+}
+
+const char* policy_name(Policy p) {
+  switch (p) {
+    case Policy::Serial:
+      return "serial";
+    case Policy::FixedSplit:
+      return "fixed_split";
+    case Policy::Dynamic:
+      return "dynamic";
+  }
+  return "?";
+}
+
+const char* objective_name(Objective o) {
+  return o == Objective::Step ? "step" : "ttft";
+}
+
+RegionGraph default_region_graph(const OpGraph& g) {
+  const int n = static_cast<int>(g.ops.size());
+  int layers = 0;
+  for (const Op& o : g.ops) layers = std::max(layers, o.layer + 1);
+  const int per = 9;
+  if (n < 1 + per * layers + 1 || g.ops[0].name != "embedding" || g.ops[1].layer != 0)
+    throw_input_error(
+        "region graph", "ops",
+        "expected embedding, 9 ops per layer and a head, found " + std::to_string(n) + " ops");
+  RegionGraph rg;
+  rg.groups.push_back({0, 0});
+  rg.prefix = 1;
+  rg.period = 3;
+  rg.repeats = layers;
+  for (int l = 0; l < layers; ++l) {
+    const int b = 1 + l * per;
+    if (g.ops[b].name != "input_layernorm" || g.ops[b + 8].name != "down_proj")
+      throw_input_error("region graph", "layer " + std::to_string(l),
+                        "expected input_layernorm .. down_proj");
+    rg.groups.push_back({b, b + 1});
+    rg.groups.push_back({b + 2, b + 4});
+    rg.groups.push_back({b + 5, b + 8});
+  }
+  rg.groups.push_back({1 + layers * per, n - 1});
+  return rg;
+}
+
+RegionGraph single_op_groups(const OpGraph& g) {
+  RegionGraph rg;
+  for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) rg.groups.push_back({i, i});
+  rg.prefix = static_cast<int>(rg.groups.size());
+  return rg;
+}
+
+TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions, Policy policy,
+                           int split, const CostModel& cost, const std::vector<double>& extra,
+                           bool keep_barriers) {
+  const int workers = cost.machine.workers;
+  TileGraph t;
+  t.pool_workers = policy == Policy::FixedSplit ? std::vector<int>{split, workers - split}
+                                                : std::vector<int>{workers};
+  const int nops = static_cast<int>(g.ops.size());
+  t.op_first_tile.assign(nops, -1);
+  t.op_done.assign(nops, -1);
+  std::vector<std::vector<int>> row_join(nops);
+  auto join = [&](std::vector<int> deps, double delay) {
+    TileTask j;
+    j.join = true;
+    j.delay_us = delay;
+    j.launch_deps = std::move(deps);
+    t.tasks.push_back(std::move(j));
+    return static_cast<int>(t.tasks.size()) - 1;
+  };
+  int prev_start = -1, prev_end = -1;
+  for (size_t ri = 0; ri < regions.size(); ++ri) {
+    const Region& r = regions[ri];
+    const Backend b = r.backend;
+    const double start_cost = b == Backend::Overlap      ? cost.overlap_region_us
+                              : b == Backend::Persistent ? cost.persistent_region_us
+                                                         : 0.0;
+    std::vector<int> start_deps;
+    if (policy == Policy::Serial && prev_end >= 0) start_deps.push_back(prev_end);
+    if (policy != Policy::Serial && prev_start >= 0) start_deps.push_back(prev_start);
+    const int start = join(start_deps, start_cost);
+    const int pool = policy == Policy::FixedSplit ? static_cast<int>(ri % 2) : 0;
+    double tile_extra = b == Backend::Overlap      ? cost.overlap_tile_us
+                        : b == Backend::Persistent ? cost.persistent_tile_us
+                                                   : 0.0;
+    if (policy == Policy::Dynamic) tile_extra += cost.dynamic_tile_us;
+    const bool barriers = b == Backend::Conventional || keep_barriers;
+    int prev_done = -1;
+    std::vector<int> dones;
+    for (int oi = r.first_op; oi <= r.last_op; ++oi) {
+      const Op& op = g.ops[oi];
+      int launch = start;
+      if (barriers)
+        launch = join({prev_done >= 0 ? prev_done : start},
+                      b == Backend::Conventional ? cost.launch_us : 0.0);
+      const int64_t tiles = op.num_tiles();
+      const double frac = 1.0 / static_cast<double>(tiles);
+      t.op_first_tile[oi] = static_cast<int>(t.tasks.size());
+      for (int64_t k = 0; k < tiles; ++k) {
+        TileTask task;
+        task.op = oi;
+        task.pool = pool;
+        // Partial last tiles are charged like full ones: the tile count is what matters here.
+        task.compute_us =
+            op.flops * frac / cost.machine.worker_flops_per_us + extra[oi] + tile_extra;
+        task.weight_bytes = static_cast<double>(op.weight_bytes + op.kv_bytes) * frac;
+        task.input_bytes = static_cast<double>(op.act_in_bytes) * frac;
+        task.output_bytes = static_cast<double>(op.act_out_bytes) * frac;
+        task.launch_deps = {launch};
+        const int64_t rb = k / op.col_tiles();
+        for (int ii = 0; ii < static_cast<int>(op.inputs.size()); ++ii) {
+          const OpInput& in = op.inputs[ii];
+          if (t.op_first_tile[in.producer] < 0) continue;  // produced before this graph
+          switch (in.pattern) {
+            case ReadPattern::AllFoldable:
+            case ReadPattern::AllRow:
+              task.data_deps.push_back(row_join[in.producer][producer_row_block(g, oi, ii, rb)]);
+              break;
+            case ReadPattern::Whole:
+              task.data_deps.push_back(t.op_done[in.producer]);
+              break;
+            default:
+              for (int64_t pt : input_tiles(g, oi, ii, k))
+                task.data_deps.push_back(t.op_first_tile[in.producer] + static_cast<int>(pt));
+          }
+        }
+        t.tasks.push_back(std::move(task));
+      }
+      const int first = t.op_first_tile[oi];
+      for (int64_t rbi = 0; rbi < op.row_blocks(); ++rbi) {
+        std::vector<int> deps;
+        for (int64_t c = 0; c < op.col_tiles(); ++c)
+          deps.push_back(first + static_cast<int>(rbi * op.col_tiles() + c));
+        row_join[oi].push_back(join(std::move(deps), 0));
+      }
+      t.op_done[oi] = op.row_blocks() == 1 ? row_join[oi][0] : join(row_join[oi], 0);
+      prev_done = t.op_done[oi];
+      dones.push_back(prev_done);
+    }
+    prev_end = join(dones, 0);
+    prev_start = start;
+  }
+  return t;
+}
+
+namespace {
+
+// Ops [first, last] of g as a graph of their own; inputs from outside are dropped (they are
+// ready when the region starts).
+OpGraph sub_graph(const OpGraph& g, int first, int last) {
+  OpGraph s;
+  s.model = g.model;
+  s.step = g.step;
+  s.batch = g.batch;
+  s.context = g.context;
+  for (int i = first; i <= last; ++i) {
+    Op o = g.ops[i];
+    std::vector<OpInput> ins;
+    for (OpInput in : o.inputs)
+      if (in.producer >= first) ins.push_back({in.producer - first, in.pattern});
+    o.inputs = std::move(ins);
+    s.ops.push_back(std::move(o));
+  }
+  return s;
+}
+
+std::string op_key(const OpGraph& g, int i) {
+  return g.ops[i].name + "|" + shape_signature(g.ops[i], g.context);
+}
+
+// A candidate before expansion: a cut bit per template boundary (the last one is the wrap between
+// layers) and a backend per template group.
+struct Template {
+  std::vector<char> cut;
+  std::vector<Backend> backend;
+};
+
+struct Planner {
+  const OpGraph& g;
+  const RegionGraph& rg;
+  const ServiceTable& table;
+  const PlanOptions& opt;
+  const CostModel& cost;
+  std::vector<double> extra;  // per op of g
+  std::map<std::string, double> region_cache;
+  std::map<std::string, double> key_extra;
+  PlanResult res;
+  int tg = 0;  // template groups
+
+  // Template group of full group `group` of `graph` (g's region graph or a truncated copy).
+  static int tmpl_of(const RegionGraph& graph, int group) {
+    const int p = graph.prefix, q = graph.period, body = q * graph.repeats;
+    if (group < p) return group;
+    if (group < p + body) return p + (group - p) % q;
+    return p + q + (group - p - body);
+  }
+
+  // Template bit of the boundary between full groups i and i + 1: the wrap bit (tg - 1) between
+  // layers, else the boundary after the template group of i.
+  int bit_of(const RegionGraph& graph, int i) const {
+    const int p = graph.prefix, q = graph.period, body = q * graph.repeats;
+    if (q > 0 && i >= p && i + 1 < p + body && (i - p) % q == q - 1) return tg - 1;
+    return tmpl_of(graph, i);
+  }
+
+  std::vector<Region> expand(const RegionGraph& graph, const Template& t, Policy policy,
+                             int split) const {
+    std::vector<Region> out;
+    for (int i = 0; i < static_cast<int>(graph.groups.size()); ++i) {
+      const Backend b = t.backend[tmpl_of(graph, i)];
+      if (i == 0 || t.cut[bit_of(graph, i - 1)]) {
+        out.push_back({graph.groups[i].first_op, graph.groups[i].last_op, b, cost.machine.workers});
+      } else {
+        out.back().last_op = graph.groups[i].last_op;
+      }
+    }
+    if (policy == Policy::FixedSplit)
+      for (size_t r = 0; r < out.size(); ++r)
+        out[r].cta_budget = r % 2 == 0 ? split : cost.machine.workers - split;
+    return out;
+  }
+
+  double simulate(const OpGraph& graph, const std::vector<Region>& regions, Policy policy,
+                  int split, const std::vector<double>& ex, bool keep_barriers) {
+    const TileGraph t = build_tile_graph(graph, regions, policy, split, cost, ex, keep_barriers);
+    const TileSimResult r = simulate_tiles(t.tasks, t.pool_workers, cost.machine);
+    res.sim_events += r.events;
+    res.sim_tasks += static_cast<int64_t>(t.tasks.size());
+    return r.makespan_us;
+  }
+
+  // One region alone (serial composition), cached by what determines its time.
+  double region_time(const Region& r, bool keep_barriers) {
+    std::string key = std::string(backend_name(r.backend)) + "|" + std::to_string(r.cta_budget) +
+                      (keep_barriers ? "|kb" : "");
+    for (int i = r.first_op; i <= r.last_op; ++i) {
+      key += '|';  // appended piecewise: GCC 12 warns (-Wrestrict) on "|" + std::string&&
+      key += op_key(g, i);
+    }
+    auto it = region_cache.find(key);
+    if (it != region_cache.end()) return it->second;
+    const OpGraph s = sub_graph(g, r.first_op, r.last_op);
+    std::vector<double> ex(extra.begin() + r.first_op, extra.begin() + r.last_op + 1);
+    const Region whole{0, r.last_op - r.first_op, r.backend, r.cta_budget};
+    const TileGraph t = build_tile_graph(s, {whole}, Policy::Serial, 0, cost, ex, keep_barriers);
+    // A region on a reduced budget runs on a pool of that many workers.
+    const TileSimResult sr = simulate_tiles(t.tasks, {r.cta_budget}, cost.machine);
+    res.sim_events += sr.events;
+    res.sim_tasks += static_cast<int64_t>(t.tasks.size());
+    region_cache[key] = sr.makespan_us;
+    return sr.makespan_us;
+  }
+
+  void calibrate() {
+    extra.assign(g.ops.size(), 0.0);
+    for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
+      const std::string key = op_key(g, i);
+      auto it = key_extra.find(key);
+      if (it != key_extra.end()) {
+        extra[i] = it->second;
+        continue;
+      }
+      OpCalibration c;
+      c.key = key;
+      const OpGraph s = sub_graph(g, i, i);
+      auto standalone = [&](double x) {
+        const TileGraph t = build_tile_graph(s, {{0, 0, Backend::Conventional, 0}}, Policy::Serial,
+                                             0, cost, {x}, false);
+        const TileSimResult r = simulate_tiles(t.tasks, t.pool_workers, cost.machine);
+        res.sim_events += r.events;
+        res.sim_tasks += static_cast<int64_t>(t.tasks.size());
+        return r.makespan_us;
+      };
+      c.model_us = standalone(0);
+      const auto ev = table.lookup({g.ops[i].name, shape_signature(g.ops[i], g.context), cost.dtype,
+                                    "conventional", cost.machine.workers, cost.gpu});
+      if (ev) {
+        c.measured_us = ev->us;
+        if (c.model_us > ev->us) {
+          c.model_slower = true;
+        } else {
+          // The standalone time grows monotonically with per-tile occupancy: bisect on it.
+          double lo = 0, hi = ev->us;
+          for (int it2 = 0; it2 < 60 && hi - lo > 1e-9; ++it2) {
+            const double mid = 0.5 * (lo + hi);
+            (standalone(mid) < ev->us ? lo : hi) = mid;
+          }
+          c.extra_tile_us = 0.5 * (lo + hi);
+        }
+      }
+      key_extra[key] = c.extra_tile_us;
+      extra[i] = c.extra_tile_us;
+      res.calibration.push_back(c);
+    }
+  }
+
+  // Standalone op time at a budget, for the additive selector: evidence if it matches, else the
+  // calibrated model; reduced budgets by the CTA-wave estimate.
+  double standalone_op(int i, int budget) {
+    double full = -1;
+    for (const OpCalibration& c : res.calibration)
+      if (c.key == op_key(g, i)) full = c.measured_us >= 0 ? c.measured_us : c.model_us;
+    return cta_wave_estimate(full, g.ops[i].num_tiles(), cost.machine.workers, budget);
+  }
+
+  double additive(const std::vector<Region>& regions) {
+    double s = 0;
+    for (const Region& r : regions) {
+      if (r.backend != Backend::Conventional)
+        s += r.backend == Backend::Overlap ? cost.overlap_region_us : cost.persistent_region_us;
+      for (int i = r.first_op; i <= r.last_op; ++i)
+        s += standalone_op(i, r.cta_budget) -
+             (r.backend == Backend::Conventional ? 0.0 : cost.launch_us);
+    }
+    return s;
+  }
+
+  double serial_sum(const std::vector<Region>& regions, bool keep_barriers) {
+    double s = 0;
+    for (const Region& r : regions) s += region_time(r, keep_barriers);
+    return s;
+  }
+
+  // Truncated copy of g and rg with `k` layers.
+  std::pair<OpGraph, RegionGraph> truncate(int k) const {
+    const int p = rg.prefix, q = rg.period;
+    const int first_layer_op = rg.groups[p].first_op;
+    const int ops_per_layer = rg.groups[p + q].first_op - first_layer_op;
+    const int keep_end = first_layer_op + k * ops_per_layer;
+    const int shift = (rg.repeats - k) * ops_per_layer;
+    OpGraph t = g;
+    t.ops.clear();
+    for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
+      if (i >= keep_end && i < keep_end + shift) continue;
+      Op o = g.ops[i];
+      for (OpInput& in : o.inputs)
+        if (in.producer >= keep_end) in.producer -= shift;
+      t.ops.push_back(std::move(o));
+    }
+    RegionGraph r;
+    r.prefix = p;
+    r.period = q;
+    r.repeats = k;
+    for (int i = 0; i < static_cast<int>(rg.groups.size()); ++i) {
+      if (i >= p + k * q && i < p + rg.repeats * q) continue;
+      Group gr = rg.groups[i];
+      if (gr.first_op >= keep_end) {
+        gr.first_op -= shift;
+        gr.last_op -= shift;
+      }
+      r.groups.push_back(gr);
+    }
+    return {t, r};
+  }
+
+  double corunning(const Template& t, Policy policy, int split) {
+    auto run = [&](const OpGraph& graph, const RegionGraph& graph_rg) {
+      std::vector<double> ex(graph.ops.size());
+      for (size_t i = 0; i < graph.ops.size(); ++i) ex[i] = key_extra.at(op_key(graph, i));
+      return simulate(graph, expand(graph_rg, t, policy, split), policy, split, ex, false);
+    };
+    if (rg.period == 0 || rg.repeats <= 2) return run(g, rg);
+    const auto [g1, r1] = truncate(1);
+    const auto [g2, r2] = truncate(2);
+    const double t1 = run(g1, r1), t2 = run(g2, r2);
+    return t2 + (rg.repeats - 2) * (t2 - t1);
+  }
+};
+
+std::string describe_region(const OpGraph& g, const Region& r) {
+  std::string s = std::string(backend_name(r.backend)) + "[" + g.ops[r.first_op].name;
+  if (r.last_op != r.first_op) s += ".." + g.ops[r.last_op].name;
+  return s + "]";
+}
+
+std::string fmt(double v) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(1);
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
+PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& options,
+                const CostModel& cost, const RegionGraph* rg_in) {
+  if (g.ops.empty()) throw_input_error("plan", "ops", "expected a non-empty op graph");
+  const RegionGraph rg = rg_in ? *rg_in : default_region_graph(g);
+  Planner p{g, rg, table, options, cost, {}, {}, {}, {}, 0};
+  p.res.model = g.model;
+  p.res.batch = g.batch;
+  p.res.objective = options.objective;
+  const int ng = static_cast<int>(rg.groups.size());
+  if (ng < 1 || rg.groups.front().first_op != 0 ||
+      rg.groups.back().last_op + 1 != (int)g.ops.size())
+    throw_input_error("plan", "region graph", "expected groups covering every op");
+  for (int s : options.splits)
+    if (s < 1 || s >= cost.machine.workers)
+      throw_input_error("plan", "splits",
+                        "expected 1.." + std::to_string(cost.machine.workers - 1) + ", found " +
+                            std::to_string(s));
+  p.tg = rg.period > 0 ? ng - rg.period * (rg.repeats - 1) : ng;
+  const bool wrap = rg.period > 0 && rg.repeats > 1;
+  const int bits = p.tg - 1 + (wrap ? 1 : 0);
+  const int groups_t = p.tg;
+
+  std::vector<Backend> backends;
+  for (Backend b : options.backends)
+    if (b != Backend::Persistent || cost.persistent_supported || options.include_unsupported)
+      backends.push_back(b);
+
+  p.calibrate();
+
+  // Enumerate templates: cut bits x backend per template group, consistent inside regions.
+  std::vector<Template> templates;
+  const int64_t nb = static_cast<int64_t>(backends.size());
+  int64_t combos = int64_t{1} << bits;
+  for (int i = 0; i < groups_t; ++i) combos *= nb;
+  if (combos > options.max_candidates * 64)
+    throw_input_error("plan", "candidate space",
+                      "expected at most " + std::to_string(options.max_candidates) +
+                          " candidates; " + std::to_string(groups_t) + " template groups and " +
+                          std::to_string(backends.size()) +
+                          " backends give too many: group more ops or raise the cap");
+  for (int64_t c = 0; c < combos; ++c) {
+    Template t;
+    int64_t v = c;
+    t.cut.resize(std::max(bits, 1));
+    for (int b = 0; b < bits; ++b) t.cut[b] = (v >> b) & 1;
+    v >>= bits;
+    t.backend.resize(p.tg);
+    for (int i = 0; i < groups_t; ++i) {
+      t.backend[i] = backends[v % nb];
+      v /= nb;
+    }
+    // Uncut neighbours share a region, hence a backend; in a period, the wrap bit links the last
+    // group of a layer to the first group of the next.
+    bool ok = true;
+    for (int i = 0; i + 1 < groups_t && ok; ++i)
+      if (!t.cut[i] && t.backend[i] != t.backend[i + 1]) ok = false;
+    if (wrap && !t.cut[p.tg - 1] && t.backend[rg.prefix + rg.period - 1] != t.backend[rg.prefix])
+      ok = false;
+    if (ok) templates.push_back(t);
+  }
+
+  std::vector<Candidate> cands;
+  std::vector<int> cand_template;
+  auto add = [&](int ti, Policy policy, int split) {
+    const Template& t = templates[ti];
+    Candidate c;
+    c.regions = p.expand(rg, t, policy, split);
+    c.policy = policy;
+    c.split = split;
+    bool unsupported = policy == Policy::Dynamic && !cost.dynamic_supported;
+    for (const Region& r : c.regions)
+      if (r.backend == Backend::Persistent && !cost.persistent_supported) unsupported = true;
+    c.executor_supports = !unsupported;
+    if (unsupported && !options.include_unsupported) return;
+    std::string label;
+    for (int b = 0; b < bits; ++b) label += t.cut[b] ? '|' : '-';
+    label += " ";
+    for (int i = 0; i < groups_t; ++i) label += backend_name(t.backend[i])[0];
+    label += std::string(" ") + policy_name(policy);
+    if (policy == Policy::FixedSplit) label += " " + std::to_string(split);
+    c.label = label;
+    cands.push_back(std::move(c));
+    cand_template.push_back(ti);
+  };
+  for (int ti = 0; ti < static_cast<int>(templates.size()); ++ti) {
+    const Template& t = templates[ti];
+    // Serially, a cut between two conventional groups changes nothing: keep the uncut form.
+    bool canonical = true;
+    const std::vector<Region> probe = p.expand(rg, t, Policy::Serial, 0);
+    for (size_t r = 1; r < probe.size(); ++r)
+      if (probe[r].backend == Backend::Conventional &&
+          probe[r - 1].backend == Backend::Conventional)
+        canonical = false;
+    if (canonical) add(ti, Policy::Serial, 0);
+    if (probe.size() < 2) continue;
+    for (int s : options.splits) add(ti, Policy::FixedSplit, s);
+    add(ti, Policy::Dynamic, 0);
+  }
+  if (static_cast<int64_t>(cands.size()) > options.max_candidates)
+    throw_input_error("plan", "candidate space",
+                      "expected at most " + std::to_string(options.max_candidates) +
+                          " candidates, found " + std::to_string(cands.size()) +
+                          ": group more ops, offer fewer splits or raise the cap");
+  p.res.candidates = static_cast<int64_t>(cands.size());
+
+  const Region all_conv{0, static_cast<int>(g.ops.size()) - 1, Backend::Conventional,
+                        cost.machine.workers};
+  p.res.baseline_us = p.serial_sum({all_conv}, false);
+  {
+    CostModel raw = cost;
+    const std::vector<double> zero(g.ops.size(), 0.0);
+    const TileGraph t = build_tile_graph(g, {all_conv}, Policy::Serial, 0, raw, zero, false);
+    p.res.uncalibrated_baseline_us =
+        simulate_tiles(t.tasks, t.pool_workers, raw.machine).makespan_us;
+  }
+
+  for (size_t ci = 0; ci < cands.size(); ++ci) {
+    Candidate& c = cands[ci];
+    c.additive_us = p.additive(c.regions);
+    c.no_overlap_us = p.serial_sum(c.regions, true);
+    c.predicted_us = c.policy == Policy::Serial
+                         ? p.serial_sum(c.regions, false)
+                         : p.corunning(templates[cand_template[ci]], c.policy, c.split);
+  }
+
+  // Reasons: what each non-conventional region gains over running its ops conventionally, and
+  // what co-running adds over the same cover run serially.
+  for (Candidate& c : cands) {
+    std::map<std::string, std::pair<double, int>> gains;
+    for (const Region& r : c.regions) {
+      if (r.backend == Backend::Conventional) continue;
+      Region conv = r;
+      conv.backend = Backend::Conventional;
+      conv.cta_budget = cost.machine.workers;
+      Region own = r;
+      own.cta_budget = cost.machine.workers;
+      const double gain = p.region_time(conv, false) - p.region_time(own, false);
+      auto& e = gains[describe_region(g, r)];
+      e.first += gain;
+      e.second += 1;
+    }
+    std::vector<std::pair<double, std::string>> sorted;
+    for (const auto& [name, v] : gains)
+      sorted.push_back({v.first, name + (v.second > 1 ? " x" + std::to_string(v.second) : "")});
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    const double delta = c.predicted_us - p.res.baseline_us;
+    std::string why =
+        fmt(delta) + " us (" + fmt(100.0 * delta / p.res.baseline_us) + "%) vs all-conventional";
+    for (size_t i = 0; i < sorted.size() && i < 3; ++i)
+      why += "; " + sorted[i].second + " saves " + fmt(sorted[i].first) +
+             " us (weight prefetch across removed barriers, fewer boundaries)";
+    if (c.policy != Policy::Serial) {
+      std::vector<Region> full = c.regions;
+      for (Region& r : full) r.cta_budget = cost.machine.workers;
+      const double serial = p.serial_sum(full, false);
+      why += std::string("; ") + policy_name(c.policy) +
+             (c.policy == Policy::FixedSplit ? " " + std::to_string(c.split) + "/" +
+                                                   std::to_string(cost.machine.workers - c.split)
+                                             : "") +
+             " sharing " + (c.predicted_us <= serial ? "saves " : "costs ") +
+             fmt(std::fabs(serial - c.predicted_us)) + " us vs the same cover run serially";
+    }
+    if (!c.executor_supports) why += "; not runnable yet (executor_supports=false)";
+    c.reason = why;
+  }
+
+  auto rank = [](std::vector<Candidate>& v, auto score) {
+    std::vector<int> idx(v.size());
+    for (size_t i = 0; i < v.size(); ++i) idx[i] = static_cast<int>(i);
+    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) {
+      const double sa = score(v[a]), sb = score(v[b]);
+      return sa != sb ? sa < sb : v[a].label < v[b].label;
+    });
+    return idx;
+  };
+  const std::vector<int> order = rank(cands, [](const Candidate& c) { return c.predicted_us; });
+  for (int i : order) p.res.ranked.push_back(cands[i]);
+  auto first_supported = [&](const std::vector<int>& idx) {
+    for (int i : idx)
+      if (cands[i].executor_supports)
+        for (size_t r = 0; r < order.size(); ++r)
+          if (order[r] == i) return static_cast<int>(r);
+    return -1;
+  };
+  p.res.pick = first_supported(order);
+  p.res.additive_pick =
+      first_supported(rank(cands, [](const Candidate& c) { return c.additive_us; }));
+  p.res.no_overlap_pick =
+      first_supported(rank(cands, [](const Candidate& c) { return c.no_overlap_us; }));
+  return p.res;
+}
+
+std::string plan_json(const PlanResult& r, const OpGraph& g, int index) {
+  const Candidate& c = r.ranked.at(index);
+  json regions = json::array();
+  for (const Region& reg : c.regions)
+    regions.push_back({{"ops", {reg.first_op, reg.last_op}},
+                       {"first_op", g.ops[reg.first_op].name},
+                       {"last_op", g.ops[reg.last_op].name},
+                       {"first_layer", g.ops[reg.first_op].layer},
+                       {"backend", backend_name(reg.backend)},
+                       {"cta_budget", reg.cta_budget}});
+  json j = {{"model", r.model},
+            {"batch", r.batch},
+            {"objective", objective_name(r.objective)},
+            {"regions", regions},
+            {"policy", policy_name(c.policy)},
+            {"split", c.split},
+            {"predicted_us", c.predicted_us},
+            {"baseline_us", r.baseline_us},
+            {"executor_supports", c.executor_supports},
+            {"reason", c.reason}};
+  return j.dump(1);
+}
+
+std::string region_graph_dot(const OpGraph& g, const RegionGraph& rg, const Candidate& c) {
+  std::ostringstream o;
+  o << "digraph regions {\n  rankdir=LR;\n";
+  for (size_t r = 0; r < c.regions.size(); ++r) {
+    const Region& reg = c.regions[r];
+    o << "  subgraph cluster_" << r << " {\n    label=\"" << backend_name(reg.backend) << ", "
+      << reg.cta_budget << " CTAs\";\n";
+    for (size_t i = 0; i < rg.groups.size(); ++i)
+      if (rg.groups[i].first_op >= reg.first_op && rg.groups[i].last_op <= reg.last_op)
+        o << "    g" << i << " [shape=box,label=\"" << g.ops[rg.groups[i].first_op].name << " .. "
+          << g.ops[rg.groups[i].last_op].name << "\\nlayer " << g.ops[rg.groups[i].first_op].layer
+          << "\"];\n";
+    o << "  }\n";
+  }
+  for (size_t i = 1; i < rg.groups.size(); ++i) o << "  g" << i - 1 << " -> g" << i << ";\n";
+  o << "}\n";
+  return o.str();
+}
+
+std::string region_graph_json(const OpGraph& g, const RegionGraph& rg, const Candidate& c) {
+  json groups = json::array();
+  for (const Group& gr : rg.groups)
+    groups.push_back({{"ops", {gr.first_op, gr.last_op}},
+                      {"first_op", g.ops[gr.first_op].name},
+                      {"last_op", g.ops[gr.last_op].name}});
+  json regions = json::array();
+  for (const Region& r : c.regions)
+    regions.push_back({{"ops", {r.first_op, r.last_op}},
+                       {"backend", backend_name(r.backend)},
+                       {"cta_budget", r.cta_budget}});
+  return json{{"groups", groups},      {"prefix", rg.prefix}, {"period", rg.period},
+              {"repeats", rg.repeats}, {"regions", regions},  {"policy", policy_name(c.policy)}}
+      .dump(1);
+}
+
+namespace {
+
+void check_small(const TileGraph& t, size_t max_tasks) {
+  if (t.tasks.size() > max_tasks)
+    throw_input_error("tile graph dump", "tasks",
+                      "expected at most " + std::to_string(max_tasks) + ", found " +
+                          std::to_string(t.tasks.size()) + " (dump a smaller graph)");
+}
+
+std::string task_name(const OpGraph& g, const TileGraph& t, int i) {
+  const TileTask& k = t.tasks[i];
+  if (k.join) return "join " + std::to_string(i);
+  return g.ops[k.op].name + " L" + std::to_string(g.ops[k.op].layer) + " t" +
+         std::to_string(i - t.op_first_tile[k.op]);
+}
+
+}  // namespace
+
+std::string tile_graph_dot(const OpGraph& g, const TileGraph& t, const TileSimResult& r,
+                           size_t max_tasks) {
+  check_small(t, max_tasks);
+  std::ostringstream o;
+  o << "digraph tiles {\n  rankdir=LR;\n";
+  for (size_t i = 0; i < t.tasks.size(); ++i) {
+    const TileTask& k = t.tasks[i];
+    o << "  t" << i << " [shape=" << (k.join ? "point" : "box") << ",label=\""
+      << task_name(g, t, static_cast<int>(i)) << "\\n"
+      << r.start_us[i] << " .. " << r.finish_us[i] << "\"];\n";
+    for (int d : k.launch_deps) o << "  t" << d << " -> t" << i << " [style=dashed];\n";
+    for (int d : k.data_deps) o << "  t" << d << " -> t" << i << ";\n";
+  }
+  o << "}\n";
+  return o.str();
+}
+
+std::string tile_graph_json(const OpGraph& g, const TileGraph& t, const TileSimResult& r,
+                            size_t max_tasks) {
+  check_small(t, max_tasks);
+  json tasks = json::array();
+  for (size_t i = 0; i < t.tasks.size(); ++i) {
+    const TileTask& k = t.tasks[i];
+    tasks.push_back({{"id", i},
+                     {"name", task_name(g, t, static_cast<int>(i))},
+                     {"join", k.join},
+                     {"pool", k.pool},
+                     {"compute_us", k.compute_us},
+                     {"weight_bytes", k.weight_bytes},
+                     {"input_bytes", k.input_bytes},
+                     {"output_bytes", k.output_bytes},
+                     {"launch_deps", k.launch_deps},
+                     {"data_deps", k.data_deps},
+                     {"start_us", r.start_us[i]},
+                     {"finish_us", r.finish_us[i]}});
+  }
+  return json{{"pool_workers", t.pool_workers}, {"makespan_us", r.makespan_us}, {"tasks", tasks}}
+      .dump(1);
+}
+
+}  // namespace megaops

@@ -1,0 +1,140 @@
+// The cut planner: which kernel boundaries of a step to keep. A candidate is a cover of the
+// step's ordered op groups by contiguous regions, a backend per region (conventional, overlap,
+// persistent) and a GPU-sharing policy between regions (serial, fixed CTA split, dynamic). Each is
+// scored by simulating its tile graph (tile_sim.h) with per-op costs calibrated on the service
+// table, ranked by the predicted objective, and explained against the all-conventional baseline.
+// Pure C++: runs and is tested without a GPU. Model and schemas: docs/planner.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/op_graph.h"
+#include "planner/service_table.h"
+#include "planner/tile_sim.h"
+
+namespace megaops {
+
+enum class Backend { Conventional, Overlap, Persistent };
+enum class Policy { Serial, FixedSplit, Dynamic };
+enum class Objective { Step, Ttft };
+
+const char* backend_name(Backend b);
+const char* policy_name(Policy p);
+const char* objective_name(Objective o);
+
+// Fixed costs of each backend and what the executors support. Defaults: the H200 here.
+struct CostModel {
+  MachineModel machine;
+  double launch_us = 1.8;          // one kernel boundary inside a CUDA graph (DESIGN.md, measured)
+  double overlap_region_us = 1.8;  // entering an overlap region: one boundary, kernels pre-issued
+  double overlap_tile_us = 0.3;    // per tile of an overlap region: acquire wait + release signal
+  double persistent_region_us = 1.8;
+  double persistent_tile_us = 0.2;    // per tile of a persistent region: scheduler + semaphores
+  double dynamic_tile_us = 0.1;       // per tile under a dynamic split: work-queue atomics
+  bool persistent_supported = false;  // executor_supports for persistent regions
+  bool dynamic_supported = false;     // executor_supports for the dynamic sharing policy
+  std::string gpu = "NVIDIA H200";    // service-table key
+  std::string dtype = "bf16";
+};
+
+// A group is a contiguous op range [first_op, last_op]. groups = prefix, then `repeats` copies of a
+// period of `period` groups (the layers), then the suffix. Candidates are enumerated on one period
+// and repeated on every layer; a graph without layers has period = 0.
+struct Group {
+  int first_op = 0, last_op = 0;
+};
+struct RegionGraph {
+  std::vector<Group> groups;
+  int prefix = 0, period = 0, repeats = 0;
+};
+
+// Decode or prefill step: [embedding] | per layer [input_layernorm, qkv_proj] [qkv_rope, attention,
+// o_proj] [post_attention_layernorm, gate_up_proj, silu_mul, down_proj] | [final_norm .. end].
+RegionGraph default_region_graph(const OpGraph& g);
+// Every op its own group, no period (small synthetic graphs).
+RegionGraph single_op_groups(const OpGraph& g);
+
+struct Region {
+  int first_op = 0, last_op = 0;
+  Backend backend = Backend::Conventional;
+  int cta_budget = 0;
+};
+
+struct Candidate {
+  std::vector<Region> regions;
+  Policy policy = Policy::Serial;
+  int split = 0;             // fixed split: CTAs of even-indexed regions (odd ones get the rest)
+  double predicted_us = 0;   // full planner
+  double additive_us = 0;    // sum of standalone kernel times
+  double no_overlap_us = 0;  // planner with overlap removed
+  bool executor_supports = true;
+  std::string reason;
+  std::string label;  // compact, unique: template cover, backends, policy
+};
+
+struct PlanOptions {
+  Objective objective = Objective::Step;
+  std::vector<int> splits = {66, 88};  // fixed-split CTAs offered for the even regions
+  bool include_unsupported = false;    // also rank candidates the executors cannot run yet
+  int64_t max_candidates = 5000;       // enumeration cap: a larger space is an error
+  std::vector<Backend> backends = {Backend::Conventional, Backend::Overlap, Backend::Persistent};
+};
+
+struct OpCalibration {
+  std::string key;            // op name + shape signature
+  double measured_us = -1;    // service-table evidence per launch (with boundary); -1: none
+  double model_us = 0;        // first-principles standalone time (with boundary)
+  double extra_tile_us = 0;   // per-tile occupancy added so the model matches the evidence
+  bool model_slower = false;  // the model without extra time is already slower than measured
+};
+
+struct PlanResult {
+  std::string model;
+  int batch = 0;
+  Objective objective = Objective::Step;
+  double baseline_us = 0;               // all conventional, serial (calibrated)
+  double uncalibrated_baseline_us = 0;  // all conventional from first principles only
+  std::vector<Candidate> ranked;        // best first
+  int pick = -1;                        // best candidate the executors support
+  int additive_pick = -1;               // what "sum of standalone kernel times" would pick
+  int no_overlap_pick = -1;             // what the planner without overlap would pick
+  int64_t candidates = 0;
+  int64_t sim_events = 0;  // total tile-simulation events (bounded work)
+  int64_t sim_tasks = 0;
+  std::vector<OpCalibration> calibration;
+};
+
+// Plans `g` (a decode step for Objective::Step, a prefill chunk for Objective::Ttft: its last op
+// samples the first token). `rg` defaults to default_region_graph(g). Deterministic. Throws
+// InputError when the candidate space exceeds options.max_candidates.
+PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& options,
+                const CostModel& cost, const RegionGraph* rg = nullptr);
+
+// Plan JSON of one ranked candidate: {model, batch, objective, regions:[{ops:[first,last],
+// first_op, last_op, backend, cta_budget}], policy, split, predicted_us, baseline_us, reason,
+// executor_supports}.
+std::string plan_json(const PlanResult& r, const OpGraph& g, int index);
+
+// The tile graph of one candidate, as simulated (also used by the dumps).
+struct TileGraph {
+  std::vector<TileTask> tasks;
+  std::vector<int> pool_workers;
+  std::vector<int> op_first_tile;  // task id of each op's tile 0
+  std::vector<int> op_done;        // join task id: all tiles of the op done
+};
+// keep_barriers: overlap and persistent regions keep each op's barrier ("overlap removed").
+TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions, Policy policy,
+                           int split, const CostModel& cost,
+                           const std::vector<double>& extra_tile_us, bool keep_barriers);
+
+// Inspection dumps. The tile graph dumps refuse graphs of more than `max_tasks` tasks.
+std::string region_graph_dot(const OpGraph& g, const RegionGraph& rg, const Candidate& c);
+std::string region_graph_json(const OpGraph& g, const RegionGraph& rg, const Candidate& c);
+std::string tile_graph_dot(const OpGraph& g, const TileGraph& t, const TileSimResult& r,
+                           size_t max_tasks = 2000);
+std::string tile_graph_json(const OpGraph& g, const TileGraph& t, const TileSimResult& r,
+                            size_t max_tasks = 2000);
+
+}  // namespace megaops
