@@ -18,6 +18,7 @@ Runner add_generate(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_check_logits(CLI::App& app);
 Runner add_profile(CLI::App& app);
+Runner add_plan(CLI::App& app);
 
 // Set by SIGINT; long loops check it and stop cleanly.
 extern std::atomic<bool> g_interrupted;

@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   add("generate", "stream generated token ids for a prompt", add_generate);
   add("bench", "measure decode ms/token, tok/s, TTFT and bandwidth", add_bench);
   add("profile", "per-op GPU time of a decode step", add_profile);
+  add("plan", "rank barrier/overlap/split compositions from a profile (no GPU needed)", add_plan);
   add("check-logits", "compare logits against a reference file from HF transformers",
       add_check_logits);
   try {

@@ -484,9 +484,12 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
     c.regions = p.expand(rg, t, policy, split);
     c.policy = policy;
     c.split = split;
-    bool unsupported = policy == Policy::Dynamic && !cost.dynamic_supported;
-    for (const Region& r : c.regions)
+    bool unsupported = (policy == Policy::Dynamic && !cost.dynamic_supported) ||
+                       (policy == Policy::FixedSplit && !cost.fixed_split_supported);
+    for (const Region& r : c.regions) {
       if (r.backend == Backend::Persistent && !cost.persistent_supported) unsupported = true;
+      if (r.backend == Backend::Overlap && !cost.overlap_supported) unsupported = true;
+    }
     c.executor_supports = !unsupported;
     if (unsupported && !options.include_unsupported) return;
     std::string label;

@@ -33,6 +33,8 @@ struct CostModel {
   double persistent_region_us = 1.8;
   double persistent_tile_us = 0.2;    // per tile of a persistent region: scheduler + semaphores
   double dynamic_tile_us = 0.1;       // per tile under a dynamic split: work-queue atomics
+  bool overlap_supported = true;      // executor_supports for overlap regions
+  bool fixed_split_supported = true;  // executor_supports for the fixed-split sharing policy
   bool persistent_supported = false;  // executor_supports for persistent regions
   bool dynamic_supported = false;     // executor_supports for the dynamic sharing policy
   std::string gpu = "NVIDIA H200";    // service-table key

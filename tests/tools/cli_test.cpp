@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -151,6 +152,38 @@ TEST(Cli, SigintStopsGenerationCleanly) {
   ASSERT_TRUE(WIFEXITED(st)) << "killed by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
   EXPECT_EQ(WEXITSTATUS(st), 130);
   EXPECT_LT(secs, 20.0);  // one forward step at most, plus loading under sanitizers
+}
+
+}  // namespace
+
+namespace {
+
+const std::string PROFILE_1B =
+    std::string(MEGAOPS_SOURCE_DIR) + "/bench/results/2026-11-29-70bc941/profile_llama3.2-1b.json";
+
+// `plan` ranks every composition but picks only what today's executors run: the conventional
+// serial step, predicted at the measured profile's total.
+TEST(Cli, PlanPicksARunnableCandidateAndWritesJson) {
+  const fs::path out =
+      fs::path(::testing::TempDir()) / ("megaops-plan-" + std::to_string(getpid()) + ".json");
+  const Result r = run_cli("plan --preset llama3.2-1b --batch 1 --profile " + PROFILE_1B +
+                           " --top 3 --out " + out.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("pick: rank"), std::string::npos) << r.out;
+  std::ifstream f(out);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["policy"], "serial");
+  EXPECT_TRUE(j["executor_supports"].get<bool>());
+  for (const auto& region : j["regions"]) EXPECT_EQ(region["backend"], "conventional");
+  EXPECT_NEAR(j["predicted_us"].get<double>(), j["baseline_us"].get<double>(), 1e-6);
+  fs::remove(out);
+}
+
+TEST(Cli, PlanWithMissingProfile) {
+  const Result r = run_cli("plan --preset llama3.2-1b --profile /nonexistent/profile.json");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/profile.json"), std::string::npos) << r.out;
 }
 
 }  // namespace

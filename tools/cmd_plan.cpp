@@ -1,0 +1,139 @@
+// `megaops plan`: ranks the supported compositions of a decode step (or of a prefill chunk, for
+// time to first token) from a measured profile, without running any of them, prints the top
+// candidates with predicted times and the reason each gains, writes the best supported one as a
+// plan JSON, and optionally dumps the region and tile graphs. Runs on any CPU.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "commands.h"
+#include "core/error.h"
+#include "graph/op_graph.h"
+#include "models/checkpoint.h"
+#include "planner/planner.h"
+#include "planner/service_table.h"
+
+namespace megaops::cli {
+
+namespace {
+
+std::string read_file_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw_input_error(path, "", "cannot open the file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_file_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f || !(f << text)) throw Error("cannot write " + path);
+}
+
+}  // namespace
+
+Runner add_plan(CLI::App& app) {
+  struct Opts {
+    std::string model, preset, objective = "step", out, dump, dump_out;
+    std::vector<std::string> profiles;
+    int batch = 1, context = 32, tokens = 32, top = 5;
+    bool runnable_only = false, with_persistent = false;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_option("--model", o->model, "Hugging Face checkpoint directory (config.json is read)");
+  app.add_option("--preset", o->preset, "a named architecture");
+  app.add_option("--batch", o->batch, "sequences decoded together");
+  app.add_option("--objective", o->objective, "step (decode step time) or ttft (prefill chunk)");
+  app.add_option("--profile", o->profiles,
+                 "`megaops profile --json` files or megaops-op-bench/1 files (repeatable)")
+      ->required();
+  app.add_option("--context", o->context, "cached positions per sequence");
+  app.add_option("--tokens", o->tokens, "prompt tokens (objective ttft)");
+  app.add_option("--top", o->top, "candidates to print");
+  app.add_option("--out", o->out, "write the best supported candidate's plan JSON here");
+  app.add_option("--dump", o->dump, "also dump the best candidate's graphs: dot or json");
+  app.add_option("--dump-out", o->dump_out, "prefix of the dump files (default: plan)");
+  app.add_flag("--runnable-only", o->runnable_only,
+               "rank only candidates today's executors can run");
+  app.add_flag("--with-persistent", o->with_persistent,
+               "also rank persistent regions and dynamic splits (no executor yet; larger space)");
+  return [o]() -> int {
+    if (o->model.empty() == o->preset.empty())
+      throw_input_error("--model/--preset", "", "give exactly one of --model DIR or --preset NAME");
+    if (o->batch < 1 || o->batch > 64)
+      throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(o->batch));
+    if (o->context < 1 || o->tokens < 1)
+      throw_input_error("--context/--tokens", "", "expected positive values");
+    if (o->dump != "" && o->dump != "dot" && o->dump != "json")
+      throw_input_error("--dump", "", "expected dot or json, found '" + o->dump + "'");
+    PlanOptions popt;
+    if (o->objective == "step") {
+      popt.objective = Objective::Step;
+    } else if (o->objective == "ttft") {
+      popt.objective = Objective::Ttft;
+    } else {
+      throw_input_error("--objective", "", "expected step or ttft, found '" + o->objective + "'");
+    }
+    // Every composition is ranked; the pick is the best one today's executors can run. Only the
+    // conventional executor (one stream, serial) exists so far: overlap regions and CTA splits are
+    // predicted but not runnable yet.
+    popt.include_unsupported = !o->runnable_only;
+    if (!o->with_persistent) popt.backends = {Backend::Conventional, Backend::Overlap};
+    const ModelConfig cfg =
+        o->model.empty() ? preset_config(o->preset) : read_model_config(o->model + "/config.json");
+    const std::string name = o->model.empty() ? o->preset : o->model;
+    const OpGraph g = popt.objective == Objective::Step
+                          ? build_decode_graph(cfg, name, o->batch, o->context)
+                          : build_prefill_graph(cfg, name, o->tokens, 0);
+    CostModel cost;
+    cost.overlap_supported = false;
+    cost.fixed_split_supported = false;
+    ServiceTable table;
+    for (const std::string& p : o->profiles) {
+      const std::string text = read_file_text(p);
+      const int added = text.find("megaops-op-bench/1") != std::string::npos
+                            ? table.load_bench_json(text, p)
+                            : table.load_profile_json(text, p, cost.machine.workers);
+      std::fprintf(stderr, "plan: %s: %d service-table entries\n", p.c_str(), added);
+    }
+    const PlanResult r = plan(g, table, popt, cost);
+    int unmatched = 0;
+    for (const OpCalibration& c : r.calibration) unmatched += c.measured_us < 0;
+    if (unmatched > 0)
+      std::fprintf(stderr,
+                   "plan: warning: %d of %zu op shapes have no matching evidence in the profiles "
+                   "(batch, context, shapes and GPU must match); they use first-principles "
+                   "estimates\n",
+                   unmatched, r.calibration.size());
+    std::printf("%s, batch %d, objective %s: %lld candidates; all-conventional baseline %.1f us\n",
+                name.c_str(), o->batch, objective_name(popt.objective),
+                static_cast<long long>(r.candidates), r.baseline_us);
+    std::printf("%4s %12s %9s  %-8s %s\n", "rank", "predicted us", "vs base", "runnable",
+                "candidate / reason");
+    for (int i = 0; i < static_cast<int>(r.ranked.size()) && i < o->top; ++i) {
+      const Candidate& c = r.ranked[i];
+      std::printf("%4d %12.1f %8.1f%%  %-8s %s\n       %s\n", i + 1, c.predicted_us,
+                  100.0 * (c.predicted_us - r.baseline_us) / r.baseline_us,
+                  c.executor_supports ? "yes" : "not yet", c.label.c_str(), c.reason.c_str());
+    }
+    if (r.pick < 0) throw Error("plan: no candidate the executors support");
+    const Candidate& best = r.ranked[r.pick];
+    std::printf(
+        "pick: rank %d (%s), predicted %.1f us; sum-of-standalone selector picks rank %d, "
+        "planner without overlap picks rank %d\n",
+        r.pick + 1, best.label.c_str(), best.predicted_us, r.additive_pick + 1,
+        r.no_overlap_pick + 1);
+    if (!o->out.empty()) write_file_text(o->out, plan_json(r, g, r.pick));
+    if (!o->dump.empty()) {
+      const std::string prefix = o->dump_out.empty() ? "plan" : o->dump_out;
+      const RegionGraph rg = default_region_graph(g);
+      const bool dot = o->dump == "dot";
+      write_file_text(prefix + ".regions." + o->dump,
+                      dot ? region_graph_dot(g, rg, best) : region_graph_json(g, rg, best));
+      std::fprintf(stderr, "plan: wrote %s.regions.%s\n", prefix.c_str(), o->dump.c_str());
+    }
+    return 0;
+  };
+}
+
+}  // namespace megaops::cli
