@@ -2,6 +2,7 @@
 // time to first token) from a measured profile, without running any of them, prints the top
 // candidates with predicted times and the reason each gains, writes the best supported one as a
 // plan JSON, and optionally dumps the region and tile graphs. Runs on any CPU.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -36,7 +37,8 @@ Runner add_plan(CLI::App& app) {
   struct Opts {
     std::string model, preset, objective = "step", out, dump, dump_out;
     std::vector<std::string> profiles;
-    int batch = 1, context = 32, tokens = 32, top = 5;
+    int batch = 1, context = 32, tokens = 32, top = 5, pool = 0;
+    std::string pool_out;
     bool runnable_only = false, with_persistent = false;
   };
   auto o = std::make_shared<Opts>();
@@ -53,6 +55,10 @@ Runner add_plan(CLI::App& app) {
   app.add_option("--out", o->out, "write the best supported candidate's plan JSON here");
   app.add_option("--dump", o->dump, "also dump the best candidate's graphs: dot or json");
   app.add_option("--dump-out", o->dump_out, "prefix of the dump files (default: plan)");
+  app.add_option("--pool", o->pool,
+                 "validation pool: the N best runnable candidates plus the picks of the simpler "
+                 "selectors");
+  app.add_option("--pool-out", o->pool_out, "write the pool as a JSON array of plans here");
   app.add_flag("--runnable-only", o->runnable_only,
                "rank only candidates today's executors can run");
   app.add_flag("--with-persistent", o->with_persistent,
@@ -124,6 +130,31 @@ Runner add_plan(CLI::App& app) {
         r.pick + 1, best.label.c_str(), best.predicted_us, r.additive_pick + 1,
         r.no_overlap_pick + 1);
     if (!o->out.empty()) write_file_text(o->out, plan_json(r, g, r.pick));
+    if (o->pool > 0) {
+      if (o->pool_out.empty()) throw_input_error("--pool-out", "", "needed with --pool");
+      // The pool is what the validation protocol measures end to end: only runnable candidates,
+      // ranked by the planner, always including both simpler selectors' picks.
+      std::vector<int> ids;
+      auto add_id = [&](int i) {
+        if (i >= 0 && r.ranked[i].executor_supports &&
+            std::find(ids.begin(), ids.end(), i) == ids.end())
+          ids.push_back(i);
+      };
+      for (int i = 0;
+           i < static_cast<int>(r.ranked.size()) && static_cast<int>(ids.size()) < o->pool; ++i)
+        add_id(i);
+      add_id(r.additive_pick);
+      add_id(r.no_overlap_pick);
+      std::string arr = "[\n";
+      for (size_t k = 0; k < ids.size(); ++k)
+        arr += plan_json(r, g, ids[k]) + (k + 1 < ids.size() ? ",\n" : "\n");
+      write_file_text(o->pool_out, arr + "]\n");
+      std::fprintf(stderr, "plan: pool of %zu runnable candidates written to %s%s\n", ids.size(),
+                   o->pool_out.c_str(),
+                   static_cast<int>(ids.size()) < o->pool
+                       ? " (fewer than asked: the executors cannot run the others yet)"
+                       : "");
+    }
     if (!o->dump.empty()) {
       const std::string prefix = o->dump_out.empty() ? "plan" : o->dump_out;
       const RegionGraph rg = default_region_graph(g);
