@@ -8,4 +8,5 @@ BUILD_DIR=${BUILD_DIR:-build}
 cuda=ON
 command -v nvcc >/dev/null 2>&1 || cuda=OFF
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGAOPS_ENABLE_CUDA=$cuda "$@" >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+# BUILD_TARGET limits the build to one target (run.sh needs only the CLI).
+cmake --build "$BUILD_DIR" -j"$(nproc)" ${BUILD_TARGET:+--target "$BUILD_TARGET"}

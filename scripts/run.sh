@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PRESET=${1:-tiny-llama3}
 NEW=${2:-16}
 scripts/setup.sh
-scripts/build.sh
+BUILD_TARGET=megaops scripts/build.sh
 OUT=${MEGAOPS_DEMO_DIR:-/tmp/megaops-demo}/$PRESET
 [ -f "$OUT/config.json" ] || build/megaops init-random --preset "$PRESET" --out "$OUT"
 build/megaops generate --model "$OUT" --prompt-ids 1,2,3,4,5,6,7,8 --max-new-tokens "$NEW"

@@ -1,5 +1,7 @@
 // Entry point of the `megaops` command line: init-random, generate, bench, check-logits. Every
 // error becomes one line on stderr and exit status 1 (2 for usage errors, 130 for SIGINT).
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <map>
@@ -48,6 +50,12 @@ bool gpu_available() {
 }
 
 void print_progress(const std::string& label, size_t done, size_t total) {
+  // A terminal gets a live percentage; a log file gets one line when the work is done.
+  static const bool tty = isatty(fileno(stderr));
+  if (!tty) {
+    if (done >= total) std::fprintf(stderr, "%s done\n", label.c_str());
+    return;
+  }
   static int last = -1;
   const int pct = total ? static_cast<int>(100.0 * done / total) : 100;
   if (pct == last && done != total) return;
