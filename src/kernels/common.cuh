@@ -60,6 +60,7 @@ inline unsigned ceil_div(unsigned a, unsigned b) {
   return (a + b - 1) / b;
 }
 
+#if defined(__CUDACC__)  // host compilers reach this header through launcher headers
 // Eight bf16 values from one 16-byte load, widened to float.
 __device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float* f) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
@@ -70,5 +71,6 @@ __device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float* f) {
     f[2 * i + 1] = v.y;
   }
 }
+#endif
 
 }  // namespace megaops
