@@ -148,3 +148,33 @@ TEST(Conventional, InputErrors) {
 
 }  // namespace
 }  // namespace megaops
+
+namespace megaops {
+namespace {
+
+// Running out of device memory names the buffer, the bytes asked for and the bytes free, and
+// leaves the process able to go on (no sticky CUDA error).
+TEST(Conventional, OutOfMemoryNamesTheBuffer) {
+  MEGAOPS_REQUIRE_GPU();
+  ModelConfig cfg = preset_config("tiny-llama3");
+  cfg.max_position_embeddings = 1 << 25;
+  ExecutorOptions opt;
+  opt.max_batch = 64;
+  opt.max_seq = 1 << 25;  // 64 x 32M positions x 64 values x 2 bytes: 275 GB per cache
+  try {
+    ConventionalExecutor ex(cfg, random_filler(1), opt);
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("k_cache"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("274877906944 bytes requested"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bytes free"), std::string::npos) << msg;
+  }
+  ExecutorOptions small;
+  small.max_seq = 16;
+  ConventionalExecutor ok(preset_config("tiny-llama3"), random_filler(1), small);
+  EXPECT_EQ(ok.prefill({{1, 2, 3}}).size(), 1u);
+}
+
+}  // namespace
+}  // namespace megaops
