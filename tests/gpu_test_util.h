@@ -88,7 +88,7 @@ inline std::vector<float> from_bf16_bits(const std::vector<uint16_t>& v) {
 
 }  // namespace megaops::testing
 
-#define MEGAOPS_REQUIRE_GPU()                                                   \
-  do {                                                                          \
+#define MEGAOPS_REQUIRE_GPU()                                                      \
+  do {                                                                             \
     if (!::megaops::testing::have_cuda_device()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)

@@ -13,24 +13,23 @@ namespace megaops {
 
 [[noreturn]] inline void throw_cuda_error(const char* what, const char* detail, const char* file,
                                           int line) {
-  throw DeviceError(std::string(file) + ":" + std::to_string(line) + ": " + what + " failed: " +
-                    detail);
+  throw DeviceError(std::string(file) + ":" + std::to_string(line) + ": " + what +
+                    " failed: " + detail);
 }
 
 }  // namespace megaops
 
-#define MEGAOPS_CUDA_CHECK(stmt)                                                      \
-  do {                                                                                \
-    cudaError_t megaops_err_ = (stmt);                                                \
-    if (megaops_err_ != cudaSuccess)                                                  \
-      ::megaops::throw_cuda_error(#stmt, cudaGetErrorString(megaops_err_), __FILE__,  \
-                                  __LINE__);                                          \
+#define MEGAOPS_CUDA_CHECK(stmt)                                                                \
+  do {                                                                                          \
+    cudaError_t megaops_err_ = (stmt);                                                          \
+    if (megaops_err_ != cudaSuccess)                                                            \
+      ::megaops::throw_cuda_error(#stmt, cudaGetErrorString(megaops_err_), __FILE__, __LINE__); \
   } while (0)
 
-#define MEGAOPS_CUBLAS_CHECK(stmt)                                                     \
-  do {                                                                                 \
-    cublasStatus_t megaops_st_ = (stmt);                                               \
-    if (megaops_st_ != CUBLAS_STATUS_SUCCESS)                                          \
+#define MEGAOPS_CUBLAS_CHECK(stmt)                                                       \
+  do {                                                                                   \
+    cublasStatus_t megaops_st_ = (stmt);                                                 \
+    if (megaops_st_ != CUBLAS_STATUS_SUCCESS)                                            \
       ::megaops::throw_cuda_error(#stmt, cublasLtGetStatusString(megaops_st_), __FILE__, \
-                                  __LINE__);                                           \
+                                  __LINE__);                                             \
   } while (0)

@@ -13,7 +13,9 @@ namespace megaops {
 enum class DType { F32, F16, BF16 };
 
 // Bytes per element.
-inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+inline size_t dtype_size(DType t) {
+  return t == DType::F32 ? 4 : 2;
+}
 
 // The safetensors spelling: "F32", "F16", "BF16".
 const char* dtype_name(DType t);

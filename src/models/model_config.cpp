@@ -11,7 +11,9 @@
 
 namespace megaops {
 
-const char* arch_name(Arch a) { return a == Arch::Qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM"; }
+const char* arch_name(Arch a) {
+  return a == Arch::Qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+}
 
 std::string layer_weight_name(int layer, const char* suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
@@ -49,8 +51,8 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
   const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
   const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
   for (int i = 0; i < half; ++i) {
-    double f = 1.0 / std::pow(static_cast<double>(c.rope_theta),
-                              static_cast<double>(2 * i) / c.head_dim);
+    double f =
+        1.0 / std::pow(static_cast<double>(c.rope_theta), static_cast<double>(2 * i) / c.head_dim);
     if (s.llama3) {
       const double wavelen = 2.0 * std::numbers::pi / f;
       if (wavelen > low_wavelen) {

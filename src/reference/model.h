@@ -1,5 +1,5 @@
-// fp32 CPU forward pass of a whole Llama 3 / Qwen 3 model with a KV cache: the oracle for full-model
-// tests and the backend `megaops generate` falls back to without a GPU.
+// fp32 CPU forward pass of a whole Llama 3 / Qwen 3 model with a KV cache: the oracle for
+// full-model tests and the backend `megaops generate` falls back to without a GPU.
 #pragma once
 
 #include <string>

@@ -23,11 +23,11 @@ namespace megaops {
 class Checkpoint;
 
 struct ExecutorOptions {
-  int max_batch = 1;             // sequences decoded together (1..64)
-  int max_seq = 2048;            // positions per sequence (prompt + generated)
-  int prefill_chunk = 2048;      // tokens per prefill launch sequence
-  bool pdl = false;              // programmatic dependent launch for decode steps
-  bool debug_sync = false;       // synchronise and check after every op (localises failures)
+  int max_batch = 1;         // sequences decoded together (1..64)
+  int max_seq = 2048;        // positions per sequence (prompt + generated)
+  int prefill_chunk = 2048;  // tokens per prefill launch sequence
+  bool pdl = false;          // programmatic dependent launch for decode steps
+  bool debug_sync = false;   // synchronise and check after every op (localises failures)
   // Greedy by default (temperature 0), as `generate` and `bench` run unless told otherwise.
   ref::SamplingParams sampling{0.0f, 0, 1.0f, 0};
 };

@@ -132,15 +132,15 @@ TEST(Conventional, InputErrors) {
   opt.max_batch = 2;
   opt.max_seq = 8;
   ConventionalExecutor ex(cfg, random_filler(1), opt);
-  EXPECT_THROW(ex.decode_step(), InputError);                          // before prefill
-  EXPECT_THROW(ex.prefill({{1}, {2}, {3}}), InputError);               // batch > allocated
-  EXPECT_THROW(ex.prefill({{cfg.vocab_size}}), InputError);            // id outside vocab
-  EXPECT_THROW(ex.prefill({{-1}}), InputError);                        // negative id
-  EXPECT_THROW(ex.prefill({{}}), InputError);                          // empty prompt
-  EXPECT_THROW(ex.prefill({std::vector<int>(8, 1)}), InputError);      // context too long
+  EXPECT_THROW(ex.decode_step(), InputError);                      // before prefill
+  EXPECT_THROW(ex.prefill({{1}, {2}, {3}}), InputError);           // batch > allocated
+  EXPECT_THROW(ex.prefill({{cfg.vocab_size}}), InputError);        // id outside vocab
+  EXPECT_THROW(ex.prefill({{-1}}), InputError);                    // negative id
+  EXPECT_THROW(ex.prefill({{}}), InputError);                      // empty prompt
+  EXPECT_THROW(ex.prefill({std::vector<int>(8, 1)}), InputError);  // context too long
   ex.prefill({{1, 2, 3, 4, 5, 6}});
-  ex.decode_step();  // position 6 -> 7
-  ex.decode_step();  // position 7 -> 8
+  ex.decode_step();                            // position 6 -> 7
+  ex.decode_step();                            // position 7 -> 8
   EXPECT_THROW(ex.decode_step(), InputError);  // would write position 8 of 8
   opt.max_batch = 65;
   EXPECT_THROW(ConventionalExecutor(cfg, random_filler(1), opt), InputError);
