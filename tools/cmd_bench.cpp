@@ -32,6 +32,7 @@ struct BenchOpts {
   uint64_t seed = 0;
 };
 
+#ifdef MEGAOPS_HAVE_CUDA
 std::string utc_now() {
   std::time_t t = std::time(nullptr);
   char buf[32];
@@ -45,7 +46,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-#ifdef MEGAOPS_HAVE_CUDA
 int run(const BenchOpts& o) {
   if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");
   if (o.prompt < 1 || o.gen < 2 || o.repeats < 1)

@@ -20,6 +20,7 @@
 
 namespace megaops::cli {
 
+#ifdef MEGAOPS_HAVE_CUDA
 namespace {
 
 std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name) {
@@ -31,6 +32,7 @@ std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name) {
 }
 
 }  // namespace
+#endif
 
 Runner add_check_logits(CLI::App& app) {
   struct Opts {

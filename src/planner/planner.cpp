@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "core/error.h"
 
@@ -252,13 +253,28 @@ struct Planner {
     return out;
   }
 
+  // Work counters of simulations, kept per thread where candidates are simulated in parallel.
+  struct SimCount {
+    int64_t events = 0, tasks = 0;
+  };
+
   double simulate(const OpGraph& graph, const std::vector<Region>& regions, Policy policy,
-                  int split, const std::vector<double>& ex, bool keep_barriers) {
+                  int split, const std::vector<double>& ex, bool keep_barriers,
+                  SimCount* count = nullptr) const {
     const TileGraph t = build_tile_graph(graph, regions, policy, split, cost, ex, keep_barriers);
     const TileSimResult r = simulate_tiles(t.tasks, t.pool_workers, cost.machine);
-    res.sim_events += r.events;
-    res.sim_tasks += static_cast<int64_t>(t.tasks.size());
+    count->events += r.events;
+    count->tasks += static_cast<int64_t>(t.tasks.size());
     return r.makespan_us;
+  }
+
+  double simulate(const OpGraph& graph, const std::vector<Region>& regions, Policy policy,
+                  int split, const std::vector<double>& ex, bool keep_barriers) {
+    SimCount count;
+    const double us = simulate(graph, regions, policy, split, ex, keep_barriers, &count);
+    res.sim_events += count.events;
+    res.sim_tasks += count.tasks;
+    return us;
   }
 
   // One region alone (serial composition), cached by what determines its time.
@@ -385,16 +401,40 @@ struct Planner {
     return {t, r};
   }
 
-  double corunning(const Template& t, Policy policy, int split) {
-    auto run = [&](const OpGraph& graph, const RegionGraph& graph_rg) {
+  // The graphs co-running candidates are simulated on: the whole step when it has at most two
+  // layers, else the step truncated to one and to two layers (extrapolated linearly). Built once
+  // by prepare_corunning(), then only read, so candidates can be simulated in parallel.
+  struct Truncated {
+    OpGraph graph;
+    RegionGraph rg;
+    std::vector<double> extra;
+  };
+  std::vector<Truncated> corun_graphs;
+
+  void prepare_corunning() {
+    auto add = [&](OpGraph graph, RegionGraph graph_rg) {
       std::vector<double> ex(graph.ops.size());
       for (size_t i = 0; i < graph.ops.size(); ++i) ex[i] = key_extra.at(op_key(graph, i));
-      return simulate(graph, expand(graph_rg, t, policy, split), policy, split, ex, false);
+      corun_graphs.push_back({std::move(graph), std::move(graph_rg), std::move(ex)});
     };
-    if (rg.period == 0 || rg.repeats <= 2) return run(g, rg);
-    const auto [g1, r1] = truncate(1);
-    const auto [g2, r2] = truncate(2);
-    const double t1 = run(g1, r1), t2 = run(g2, r2);
+    corun_graphs.clear();
+    if (rg.period == 0 || rg.repeats <= 2) {
+      add(g, rg);
+      return;
+    }
+    for (int k = 1; k <= 2; ++k) {
+      auto [tg, trg] = truncate(k);
+      add(std::move(tg), std::move(trg));
+    }
+  }
+
+  double corunning(const Template& t, Policy policy, int split, SimCount* count) const {
+    auto run = [&](const Truncated& tr) {
+      return simulate(tr.graph, expand(tr.rg, t, policy, split), policy, split, tr.extra, false,
+                      count);
+    };
+    if (corun_graphs.size() == 1) return run(corun_graphs[0]);
+    const double t1 = run(corun_graphs[0]), t2 = run(corun_graphs[1]);
     return t2 + (rg.repeats - 2) * (t2 - t1);
   }
 };
@@ -419,7 +459,7 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
                 const CostModel& cost, const RegionGraph* rg_in) {
   if (g.ops.empty()) throw_input_error("plan", "ops", "expected a non-empty op graph");
   const RegionGraph rg = rg_in ? *rg_in : default_region_graph(g);
-  Planner p{g, rg, table, options, cost, {}, {}, {}, {}, 0};
+  Planner p{g, rg, table, options, cost, {}, {}, {}, {}, 0, {}};
   p.res.model = g.model;
   p.res.batch = g.batch;
   p.res.objective = options.objective;
@@ -534,13 +574,37 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
         simulate_tiles(t.tasks, t.pool_workers, raw.machine).makespan_us;
   }
 
+  std::vector<size_t> corun;
   for (size_t ci = 0; ci < cands.size(); ++ci) {
     Candidate& c = cands[ci];
     c.additive_us = p.additive(c.regions);
     c.no_overlap_us = p.serial_sum(c.regions, true);
-    c.predicted_us = c.policy == Policy::Serial
-                         ? p.serial_sum(c.regions, false)
-                         : p.corunning(templates[cand_template[ci]], c.policy, c.split);
+    if (c.policy == Policy::Serial) {
+      c.predicted_us = p.serial_sum(c.regions, false);
+    } else {
+      corun.push_back(ci);
+    }
+  }
+  // Co-running candidates are the expensive ones (whole tile graphs, no cache): simulate them on
+  // all cores. Each writes only its own candidate, and the counters are summed in a fixed order,
+  // so the result does not depend on the thread count.
+  p.prepare_corunning();
+  const size_t threads =
+      std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), corun.size()));
+  std::vector<Planner::SimCount> counts(threads);
+  std::vector<std::thread> pool;
+  for (size_t w = 0; w < threads; ++w)
+    pool.emplace_back([&, w] {
+      for (size_t j = w; j < corun.size(); j += threads) {
+        Candidate& c = cands[corun[j]];
+        c.predicted_us =
+            p.corunning(templates[cand_template[corun[j]]], c.policy, c.split, &counts[w]);
+      }
+    });
+  for (std::thread& t : pool) t.join();
+  for (const Planner::SimCount& k : counts) {
+    p.res.sim_events += k.events;
+    p.res.sim_tasks += k.tasks;
   }
 
   // Reasons: what each non-conventional region gains over running its ops conventionally, and
