@@ -27,7 +27,8 @@ namespace megaops::cli {
 namespace {
 
 struct BenchOpts {
-  std::string model, preset, batches = "1", pdl = "both", json_out, git_sha;
+  std::string model, preset, batches, pdl = "both", json_out, git_sha, plan;
+  double plan_predicted_us = -1;  // from --plan, recorded beside the measurement
   int prompt = 32, gen = 128, repeats = 3;
   uint64_t seed = 0;
 };
@@ -146,6 +147,10 @@ int run(const BenchOpts& o) {
                         {"hbm_read_ceiling_gbps", ceiling_gbps},
                         {"bandwidth_floor_ms", floor_ms},
                         {"results", rows}};
+    if (!o.plan.empty()) {
+      j["plan"] = o.plan;
+      j["plan_predicted_us"] = o.plan_predicted_us;
+    }
     std::ofstream f(o.json_out);
     if (!f) throw Error("cannot write " + o.json_out);
     f << j.dump(2) << "\n";
@@ -156,12 +161,60 @@ int run(const BenchOpts& o) {
 
 }  // namespace
 
+// Reads a plan written by `megaops plan --out` and takes its model and batch where the command
+// line gives none. Only what an executor can run is accepted: today the conventional executor,
+// i.e. conventional regions under the serial policy; anything else is an input error naming the
+// field, so a validation run never silently measures something other than the plan.
+static void apply_plan(BenchOpts& o) {
+  std::ifstream f(o.plan);
+  if (!f) throw_input_error(o.plan, "", "cannot open the plan");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error(o.plan, "", std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw_input_error(o.plan, "", "expected a JSON object");
+  auto field = [&](const char* name) -> const nlohmann::json& {
+    if (!j.contains(name)) throw_input_error(o.plan, name, "missing");
+    return j[name];
+  };
+  const nlohmann::json& policy = field("policy");
+  if (!policy.is_string() || policy.get<std::string>() != "serial")
+    throw_input_error(
+        o.plan, "policy",
+        "only 'serial' runs today (the conventional executor), found " + policy.dump());
+  const nlohmann::json& regions = field("regions");
+  if (!regions.is_array() || regions.empty())
+    throw_input_error(o.plan, "regions", "expected a non-empty array");
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const nlohmann::json& b = regions[i].is_object() && regions[i].contains("backend")
+                                  ? regions[i]["backend"]
+                                  : nlohmann::json();
+    if (!b.is_string() || b.get<std::string>() != "conventional")
+      throw_input_error(o.plan, "regions[" + std::to_string(i) + "].backend",
+                        "only 'conventional' runs today, found " + b.dump());
+  }
+  const nlohmann::json& model = field("model");
+  const nlohmann::json& batch = field("batch");
+  if (!model.is_string()) throw_input_error(o.plan, "model", "expected a string");
+  if (!batch.is_number_integer()) throw_input_error(o.plan, "batch", "expected an integer");
+  if (o.model.empty() && o.preset.empty()) {
+    const std::string m = model.get<std::string>();
+    const std::vector<std::string> presets = preset_names();
+    (std::find(presets.begin(), presets.end(), m) != presets.end() ? o.preset : o.model) = m;
+  }
+  if (o.batches.empty()) o.batches = std::to_string(batch.get<int>());
+  if (j.contains("predicted_us") && j["predicted_us"].is_number())
+    o.plan_predicted_us = j["predicted_us"].get<double>();
+}
+
 Runner add_bench(CLI::App& app) {
   auto o = std::make_shared<BenchOpts>();
   if (const char* sha = std::getenv("MEGAOPS_GIT_SHA")) o->git_sha = sha;
   app.add_option("--model", o->model, "Hugging Face checkpoint directory");
   app.add_option("--preset", o->preset, "random weights of a named architecture (no files)");
-  app.add_option("--batch", o->batches, "batch sizes, e.g. 1,8,32");
+  app.add_option("--batch", o->batches, "batch sizes, e.g. 1,8,32 (default 1, or the plan's)");
   app.add_option("--prompt", o->prompt, "prompt tokens per sequence");
   app.add_option("--gen", o->gen, "new tokens per sequence (the first comes from prefill)");
   app.add_option("--repeats", o->repeats, "timed generations per configuration");
@@ -169,7 +222,10 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--seed", o->seed, "seed of the random weights and prompts");
   app.add_option("--json", o->json_out, "write results as JSON here");
   app.add_option("--git-sha", o->git_sha, "recorded in the JSON (default $MEGAOPS_GIT_SHA)");
+  app.add_option("--plan", o->plan, "run the composition in this plan (from `megaops plan --out`)");
   return [o]() -> int {
+    if (!o->plan.empty()) apply_plan(*o);
+    if (o->batches.empty()) o->batches = "1";
 #ifdef MEGAOPS_HAVE_CUDA
     return run(*o);
 #else

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -184,6 +185,45 @@ TEST(Cli, PlanWithMissingProfile) {
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
   EXPECT_NE(r.out.find("/nonexistent/profile.json"), std::string::npos) << r.out;
+}
+
+}  // namespace
+
+namespace {
+
+// `bench --plan` accepts only what an executor can run; anything else is one error line naming
+// the plan file and the field, before any GPU work.
+TEST(Cli, BenchPlanRejectsWhatNoExecutorRuns) {
+  const fs::path dir = fs::path(::testing::TempDir());
+  const std::string tag = std::to_string(getpid());
+  const fs::path conv = dir / ("megaops-conv-" + tag + ".json");
+  ASSERT_EQ(run_cli("plan --preset llama3.2-1b --profile " + PROFILE_1B + " --top 0 --out " +
+                    conv.string())
+                .status,
+            0);
+  std::ifstream in(conv);
+  const nlohmann::json plan = nlohmann::json::parse(in);
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](nlohmann::json& j) { j["regions"][0]["backend"] = "overlap"; }, "regions[0].backend"},
+      {[](nlohmann::json& j) { j["policy"] = "fixed_split"; }, "policy"},
+      {[](nlohmann::json& j) { j.erase("model"); }, "model"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = plan;
+    c.edit(j);
+    const fs::path bad = dir / ("megaops-badplan-" + tag + ".json");
+    std::ofstream(bad) << j.dump();
+    const Result r = run_cli("bench --plan " + bad.string());
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << r.out;
+    EXPECT_NE(r.out.find(bad.string() + ": " + c.field), std::string::npos) << r.out;
+    fs::remove(bad);
+  }
+  fs::remove(conv);
 }
 
 }  // namespace
