@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "commands.h"
@@ -47,8 +48,8 @@ Runner add_plan(CLI::App& app) {
   app.add_option("--batch", o->batch, "sequences decoded together");
   app.add_option("--objective", o->objective, "step (decode step time) or ttft (prefill chunk)");
   app.add_option("--profile", o->profiles,
-                 "`megaops profile --json` files or megaops-op-bench/1 files (repeatable)")
-      ->required();
+                 "`megaops profile --json` files or megaops-op-bench/1 files (repeatable; "
+                 "without any, every op is a first-principles estimate)");
   app.add_option("--context", o->context, "cached positions per sequence");
   app.add_option("--tokens", o->tokens, "prompt tokens (objective ttft)");
   app.add_option("--top", o->top, "candidates to print");
@@ -58,7 +59,8 @@ Runner add_plan(CLI::App& app) {
   app.add_option("--pool", o->pool,
                  "validation pool: the N best runnable candidates plus the picks of the simpler "
                  "selectors");
-  app.add_option("--pool-out", o->pool_out, "write the pool as a JSON array of plans here");
+  app.add_option("--pool-out", o->pool_out,
+                 "write the pool here: a JSON array of {rank, selected_by, plan}");
   app.add_flag("--runnable-only", o->runnable_only,
                "rank only candidates today's executors can run");
   app.add_flag("--with-persistent", o->with_persistent,
@@ -145,10 +147,18 @@ Runner add_plan(CLI::App& app) {
         add_id(i);
       add_id(r.additive_pick);
       add_id(r.no_overlap_pick);
-      std::string arr = "[\n";
-      for (size_t k = 0; k < ids.size(); ++k)
-        arr += plan_json(r, g, ids[k]) + (k + 1 < ids.size() ? ",\n" : "\n");
-      write_file_text(o->pool_out, arr + "]\n");
+      // Each entry says which selectors picked it, so the report can score all three.
+      nlohmann::json arr = nlohmann::json::array();
+      for (int i : ids) {
+        nlohmann::json by = nlohmann::json::array();
+        if (i == r.pick) by.push_back("planner");
+        if (i == r.additive_pick) by.push_back("additive");
+        if (i == r.no_overlap_pick) by.push_back("no_overlap");
+        arr.push_back({{"rank", i + 1},
+                       {"selected_by", by},
+                       {"plan", nlohmann::json::parse(plan_json(r, g, i))}});
+      }
+      write_file_text(o->pool_out, arr.dump(1) + "\n");
       std::fprintf(stderr, "plan: pool of %zu runnable candidates written to %s%s\n", ids.size(),
                    o->pool_out.c_str(),
                    static_cast<int>(ids.size()) < o->pool
