@@ -27,6 +27,11 @@ struct BadCase {
   std::vector<std::string> must_mention;  // the file and the field
 };
 
+// Names the case in test listings instead of a byte dump of the struct.
+void PrintTo(const BadCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
 void write_text(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
   f << text;
