@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "io/text_file.h"
 #include "models/checkpoint.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
@@ -166,11 +167,10 @@ int run(const BenchOpts& o) {
 // i.e. conventional regions under the serial policy; anything else is an input error naming the
 // field, so a validation run never silently measures something other than the plan.
 static void apply_plan(BenchOpts& o) {
-  std::ifstream f(o.plan);
-  if (!f) throw_input_error(o.plan, "", "cannot open the plan");
+  const std::string text = read_text_file(o.plan);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(f);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw_input_error(o.plan, "", std::string("not valid JSON: ") + e.what());
   }

@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "commands.h"
 #include "core/error.h"
 #include "graph/op_graph.h"
+#include "io/text_file.h"
 #include "models/checkpoint.h"
 #include "planner/planner.h"
 #include "planner/service_table.h"
@@ -18,14 +18,6 @@
 namespace megaops::cli {
 
 namespace {
-
-std::string read_file_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw_input_error(path, "", "cannot open the file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 void write_file_text(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -98,7 +90,7 @@ Runner add_plan(CLI::App& app) {
     cost.fixed_split_supported = false;
     ServiceTable table;
     for (const std::string& p : o->profiles) {
-      const std::string text = read_file_text(p);
+      const std::string text = read_text_file(p);
       const int added = text.find("megaops-op-bench/1") != std::string::npos
                             ? table.load_bench_json(text, p)
                             : table.load_profile_json(text, p, cost.machine.workers);

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/error.h"
 #include "io/json_describe.h"
+#include "io/text_file.h"
 #include "models/model_config.h"
 
 namespace megaops {
@@ -326,12 +326,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 }
 
 ModelConfig read_model_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path, "", "cannot open (missing or unreadable)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw_input_error(path, "", "read failed");
-  return parse_model_config(text.str(), path);
+  return parse_model_config(read_text_file(path), path);
 }
 
 void validate_model_config(const ModelConfig& cfg, const std::string& origin) {

@@ -19,6 +19,7 @@
 #include "core/counter_rng.h"
 #include "core/error.h"
 #include "io/json_describe.h"
+#include "io/text_file.h"
 
 namespace megaops {
 namespace {
@@ -46,13 +47,10 @@ bool is_file(const std::string& path) {
 
 // weight_map of an index file: tensor name -> shard file name (relative to the directory).
 std::map<std::string, std::string> read_weight_map(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path, "", "cannot open (missing or unreadable)");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = read_text_file(path);
   json root;
   try {
-    root = json::parse(text.str());
+    root = json::parse(text);
   } catch (const json::exception& e) {
     throw_input_error(path, "", std::string("malformed JSON: ") + e.what());
   }

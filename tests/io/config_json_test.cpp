@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "io/text_file.h"
 #include "models/model_config.h"
 #include "test_util.h"
 
@@ -20,13 +21,6 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* ORIGIN = "some/dir/config.json";
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string corpus(const std::string& name) {
   return std::string(MEGAOPS_SOURCE_DIR) + "/fuzz/corpus/config/" + name;
@@ -192,8 +186,9 @@ TEST(ConfigJson, WrittenJsonHasHfFields) {
 }
 
 TEST(ConfigJson, MalformedJson) {
-  expect_input_error([] { parse_model_config(read_text(corpus("broken-truncated.json")), ORIGIN); },
-                     {ORIGIN, "malformed JSON"});
+  expect_input_error(
+      [] { parse_model_config(read_text_file(corpus("broken-truncated.json")), ORIGIN); },
+      {ORIGIN, "malformed JSON"});
   expect_input_error([] { parse_model_config("[1, 2]", ORIGIN); },
                      {ORIGIN, "expected a JSON object"});
 }
@@ -336,7 +331,7 @@ TEST(ConfigJson, UnsupportedFeatures) {
   j["hidden_act"] = "gelu";
   expect_field_error(j, {"hidden_act", "\"gelu\""});
   expect_input_error(
-      [] { parse_model_config(read_text(corpus("broken-sliding-window.json")), ORIGIN); },
+      [] { parse_model_config(read_text_file(corpus("broken-sliding-window.json")), ORIGIN); },
       {ORIGIN, "use_sliding_window", "unsupported"});
   j = tiny_llama_json();
   j["layer_types"] = {"full_attention", "sliding_attention"};

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "io/text_file.h"
 #include "test_util.h"
 
 namespace megaops {
@@ -56,13 +57,6 @@ ModelConfig tiny_qwen3() {
   c.tie_word_embeddings = true;
   c.rms_norm_eps = 1e-6f;
   return c;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 class CheckpointTest : public ::testing::Test {
@@ -137,7 +131,7 @@ TEST_F(CheckpointTest, ShardedLoadsWithSameValues) {
   const std::string index_path = dir_ + "/model.safetensors.index.json";
   ASSERT_TRUE(fs::exists(index_path));
   EXPECT_FALSE(fs::exists(dir_ + "/model.safetensors"));
-  const json index = json::parse(read_text(index_path));
+  const json index = json::parse(read_text_file(index_path));
   const auto specs = expected_weights(tiny_llama());
   EXPECT_EQ(index["weight_map"].size(), specs.size());
   std::set<std::string> shards;
@@ -239,7 +233,7 @@ TEST_F(CheckpointTest, ShardListedInIndexIsMissing) {
 TEST_F(CheckpointTest, IndexPointsToWrongShard) {
   write_random_checkpoint(tiny_llama(), dir_, 1, DType::BF16, 5000, nullptr);
   const std::string index_path = dir_ + "/model.safetensors.index.json";
-  json index = json::parse(read_text(index_path));
+  json index = json::parse(read_text_file(index_path));
   const std::string first = index["weight_map"]["model.embed_tokens.weight"];
   const std::string other = index["weight_map"]["model.norm.weight"];
   ASSERT_NE(first, other);
@@ -253,7 +247,7 @@ TEST_F(CheckpointTest, IndexPointsToWrongShard) {
 TEST_F(CheckpointTest, IndexRejectsPathsOutsideDirectory) {
   write_random_checkpoint(tiny_llama(), dir_, 1, DType::BF16, 5000, nullptr);
   const std::string index_path = dir_ + "/model.safetensors.index.json";
-  json index = json::parse(read_text(index_path));
+  json index = json::parse(read_text_file(index_path));
   index["weight_map"]["model.norm.weight"] = "../model-00001-of-00009.safetensors";
   std::ofstream(index_path) << index.dump();
   expect_input_error([&] { Checkpoint::open(dir_); },

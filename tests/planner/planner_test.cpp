@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/text_file.h"
 #include "planner/event_graph.h"
 
 namespace megaops {
@@ -151,13 +152,6 @@ TEST(Planner, BarrierWinsWhenOverlapStarvesABandwidthBoundOp) {
   EXPECT_NEAR(best.predicted_us, r.baseline_us, 1e-9);
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(Planner, DeterministicRankingAndJson) {
   const ModelConfig cfg = preset_config("llama3.2-1b");
   const OpGraph g = build_decode_graph(cfg, "llama3.2-1b", 8, 64);
@@ -180,7 +174,7 @@ TEST(Planner, MismatchedEvidenceIsNeverUsed) {
   const std::string path = std::string(MEGAOPS_SOURCE_DIR) +
                            "/bench/results/2026-11-29-70bc941/profile_llama3.2-1b.json";
   ServiceTable t;
-  t.load_profile_json(read_text(path), path, 132);
+  t.load_profile_json(read_text_file(path), path, 132);
   const ModelConfig cfg = preset_config("llama3.2-1b");
   CostModel other_gpu;
   other_gpu.gpu = "NVIDIA H100 NVL";
@@ -199,7 +193,7 @@ TEST(Planner, Llama1bBaselineMatchesTheMeasuredProfile) {
   const std::string path = std::string(MEGAOPS_SOURCE_DIR) +
                            "/bench/results/2026-11-29-70bc941/profile_llama3.2-1b.json";
   ServiceTable t;
-  t.load_profile_json(read_text(path), path, 132);
+  t.load_profile_json(read_text_file(path), path, 132);
   const ModelConfig cfg = preset_config("llama3.2-1b");
   const OpGraph g = build_decode_graph(cfg, "llama3.2-1b", 1, 32);
   const PlanResult r = plan(g, t, PlanOptions(), CostModel());

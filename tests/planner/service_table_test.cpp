@@ -8,17 +8,11 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/text_file.h"
 #include "test_util.h"
 
 namespace megaops {
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 const std::string PROFILE =
     std::string(MEGAOPS_SOURCE_DIR) + "/bench/results/2026-11-29-70bc941/profile_llama3.2-1b.json";
@@ -46,7 +40,7 @@ TEST(ServiceTable, LookupNeedsEveryKeyFieldToMatch) {
 
 TEST(ServiceTable, LoadsTheMeasuredProfileOneEntryPerOpShape) {
   ServiceTable t;
-  EXPECT_EQ(t.load_profile_json(read_text(PROFILE), PROFILE, 132), 149);
+  EXPECT_EQ(t.load_profile_json(read_text_file(PROFILE), PROFILE, 132), 149);
   // 14 ops; the layer ops share shapes, so they average over the 16 layers.
   EXPECT_EQ(t.size(), 14u);
   const ModelConfig cfg = preset_config("llama3.2-1b");

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "io/text_file.h"
 #include "models/checkpoint.h"
 #include "tools/cli_util.h"
 
@@ -35,11 +36,6 @@ void PrintTo(const BadCase& c, std::ostream* os) {
 void write_text(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
   f << text;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
 // A safetensors file with this JSON header and `data_bytes` zero bytes of data.
@@ -74,7 +70,7 @@ void rewrite_tensors(const fs::path& dir, const std::function<bool(const TensorV
 }
 
 void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>& edit) {
-  nlohmann::json j = nlohmann::json::parse(read_text(dir / "config.json"));
+  nlohmann::json j = nlohmann::json::parse(read_text_file((dir / "config.json").string()));
   edit(j);
   write_text(dir / "config.json", j.dump(2));
 }
