@@ -79,7 +79,6 @@ int run(const BenchOpts& o) {
   ExecutorOptions eo;
   eo.max_batch = max_batch;
   eo.max_seq = o.prompt + o.gen;
-  eo.prefill_chunk = std::max(64, std::min(2048, max_batch * o.prompt));
   ConventionalExecutor ex(cfg, src.weights, eo,
                           [&](size_t d, size_t t) { print_progress("loading " + src.name, d, t); });
   const double floor_ms = ex.weight_bytes() / (ceiling_gbps * 1e9) * 1e3;

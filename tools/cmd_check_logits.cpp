@@ -64,7 +64,6 @@ Runner add_check_logits(CLI::App& app) {
     ExecutorOptions eo;
     eo.max_batch = 1;
     eo.max_seq = static_cast<int>(prompt.size() + steps + 1);
-    eo.prefill_chunk = eo.max_seq;
     eo.pdl = o->pdl;
     ConventionalExecutor ex(ckpt.config(), checkpoint_filler(ckpt), eo);
     ex.prefill({prompt});

@@ -62,7 +62,6 @@ int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
   ExecutorOptions eo;
   eo.max_batch = 1;
   eo.max_seq = static_cast<int>(prompt.size()) + o.max_new_tokens;
-  eo.prefill_chunk = std::min(2048, eo.max_seq);
   eo.pdl = o.pdl;
   eo.sampling = {o.temperature, o.top_k, o.top_p, o.seed};
   ConventionalExecutor ex(ckpt.config(), checkpoint_filler(ckpt), eo,

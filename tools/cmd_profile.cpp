@@ -45,7 +45,6 @@ Runner add_profile(CLI::App& app) {
     ExecutorOptions eo;
     eo.max_batch = o->batch;
     eo.max_seq = o->prompt + 2 * o->steps + 2;
-    eo.prefill_chunk = std::max(64, std::min(2048, o->batch * o->prompt));
     ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
       print_progress("loading " + src.name, d, t);
     });

@@ -321,6 +321,10 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
                       "expected 1.." + std::to_string(cfg.max_position_embeddings) +
                           " (max_position_embeddings), found " + std::to_string(opt.max_seq));
   if (opt.prefill_chunk < 1) throw_input_error("executor", "prefill_chunk", "expected >= 1");
+  // A prefill never holds more than max_batch * max_seq tokens, so no chunk needs to be larger:
+  // short-context executors do not pay for 2048-token activation buffers.
+  s.opt.prefill_chunk = static_cast<int>(
+      std::min<int64_t>(opt.prefill_chunk, static_cast<int64_t>(opt.max_batch) * opt.max_seq));
 
   MEGAOPS_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   s.mm = std::make_unique<MatmulContext>();
@@ -414,7 +418,7 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   MEGAOPS_CUDA_CHECK(
       cudaMemcpy(s.inv_freq, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
 
-  const int T = std::max(opt.prefill_chunk, opt.max_batch);
+  const int T = std::max(s.opt.prefill_chunk, opt.max_batch);
   s.max_tokens = T;
   s.residual = s.mem.alloc_array<float>("residual", static_cast<size_t>(T) * h);
   s.normed = alloc_bf16("normed", static_cast<size_t>(T) * h);

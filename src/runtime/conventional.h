@@ -25,7 +25,7 @@ class Checkpoint;
 struct ExecutorOptions {
   int max_batch = 1;         // sequences decoded together (1..64)
   int max_seq = 2048;        // positions per sequence (prompt + generated)
-  int prefill_chunk = 2048;  // tokens per prefill launch sequence
+  int prefill_chunk = 2048;  // most tokens per prefill chunk (capped at max_batch * max_seq)
   bool pdl = false;          // programmatic dependent launch for decode steps
   bool debug_sync = false;   // synchronise and check after every op (localises failures)
   // Greedy by default (temperature 0), as `generate` and `bench` run unless told otherwise.
