@@ -1,7 +1,8 @@
-// `megaops bench`: decode throughput of the conventional executor, with and without PDL, for a list
-// of batch sizes. Times whole generations the way `generate` runs them (graph replay, token copied
-// back every step), reports the median and spread over repeats, and puts every figure beside the
-// HBM read ceiling measured in the same run and the bandwidth floor (weight bytes / ceiling).
+// `megaops bench`: decode throughput of the conventional executor, with and without PDL, and (with
+// --backend overlap|both) of the overlap decode step, for a list of batch sizes. Times whole
+// generations the way `generate` runs them (graph replay, token copied back every step), reports
+// the median and spread over repeats, and puts every figure beside the HBM read ceiling measured in
+// the same run and the bandwidth floor (weight bytes / ceiling).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,7 +29,8 @@ namespace megaops::cli {
 namespace {
 
 struct BenchOpts {
-  std::string model, preset, batches, pdl = "both", json_out, git_sha, plan;
+  std::string model, preset, batches, pdl = "both", backend = "conventional", json_out, git_sha,
+                                      plan;
   double plan_predicted_us = -1;  // from --plan, recorded beside the measurement
   int prompt = 32, gen = 128, repeats = 3;
   uint64_t seed = 0;
@@ -64,6 +66,18 @@ int run(const BenchOpts& o) {
   } else {
     throw_input_error("--pdl", "", "expected off, on or both, found '" + o.pdl + "'");
   }
+  // Rows: every PDL mode for the conventional backend; one row (PDL off, which the overlap step
+  // ignores anyway) for the overlap backend.
+  std::vector<std::pair<DecodeBackend, bool>> modes;
+  if (o.backend == "conventional" || o.backend == "both")
+    for (bool pdl : pdl_modes) modes.push_back({DecodeBackend::Conventional, pdl});
+  if (o.backend == "overlap" || o.backend == "both")
+    modes.push_back({DecodeBackend::Overlap, false});
+  if (modes.empty())
+    throw_input_error("--backend", "",
+                      "expected conventional, overlap or both, found '" + o.backend + "'");
+  // The default output (conventional only) keeps its historical columns.
+  const bool show_backend = o.backend != "conventional";
   const ModelSource src = open_model_source(o.model, o.preset, o.seed);
   const ModelConfig& cfg = src.cfg;
   const int max_batch = *std::max_element(batches.begin(), batches.end());
@@ -84,11 +98,13 @@ int run(const BenchOpts& o) {
   const double floor_ms = ex.weight_bytes() / (ceiling_gbps * 1e9) * 1e3;
 
   nlohmann::json rows = nlohmann::json::array();
+  if (show_backend) std::printf("%-12s ", "backend");
   std::printf("%-14s %5s %4s %22s %10s %9s %8s %7s %9s\n", "model", "batch", "pdl",
               "ms/token med [min,max]", "tok/s", "TTFT ms", "GB/s", "%ceil", "floor ms");
   for (int b : batches) {
     const std::vector<std::vector<int>> prompts = make_prompts(cfg, b, o.prompt, o.seed);
-    for (bool pdl : pdl_modes) {
+    for (const auto& [backend, pdl] : modes) {
+      ex.set_backend(backend);
       ex.set_pdl(pdl);
       std::vector<double> step_ms, ttft_ms;
       double gbps_sum = 0;
@@ -117,13 +133,14 @@ int run(const BenchOpts& o) {
       const double hi = *std::max_element(step_ms.begin(), step_ms.end());
       char range[64];
       std::snprintf(range, sizeof(range), "%.4f [%.4f,%.4f]", med, lo, hi);
+      if (show_backend) std::printf("%-12s ", backend_name(backend));
       std::printf("%-14s %5d %4s %22s %10.1f %9.3f %8.1f %6.1f%% %9.4f\n", src.name.c_str(), b,
                   pdl ? "on" : "off", range, b * 1e3 / med, median(ttft_ms), gbps,
                   100.0 * gbps / ceiling_gbps, floor_ms);
       std::fflush(stdout);
       rows.push_back({{"batch", b},
                       {"pdl", pdl},
-                      {"executor", "conventional"},
+                      {"executor", backend_name(backend)},
                       {"ms_per_token_median", med},
                       {"ms_per_token_min", lo},
                       {"ms_per_token_max", hi},
@@ -218,6 +235,8 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--gen", o->gen, "new tokens per sequence (the first comes from prefill)");
   app.add_option("--repeats", o->repeats, "timed generations per configuration");
   app.add_option("--pdl", o->pdl, "off, on or both");
+  app.add_option("--backend", o->backend,
+                 "decode backend: conventional (default), overlap or both");
   app.add_option("--seed", o->seed, "seed of the random weights and prompts");
   app.add_option("--json", o->json_out, "write results as JSON here");
   app.add_option("--git-sha", o->git_sha, "recorded in the JSON (default $MEGAOPS_GIT_SHA)");

@@ -19,7 +19,7 @@ namespace megaops::cli {
 namespace {
 
 struct GenerateOpts {
-  std::string model, prompt_ids;
+  std::string model, prompt_ids, backend = "conventional";
   int max_new_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f;
   int top_k = 0;
@@ -63,6 +63,7 @@ int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
   eo.max_batch = 1;
   eo.max_seq = static_cast<int>(prompt.size()) + o.max_new_tokens;
   eo.pdl = o.pdl;
+  eo.backend = parse_backend(o.backend, "--backend");
   eo.sampling = {o.temperature, o.top_k, o.top_p, o.seed};
   ConventionalExecutor ex(ckpt.config(), checkpoint_filler(ckpt), eo,
                           [&](size_t d, size_t t) { print_progress("loading " + o.model, d, t); });
@@ -89,6 +90,7 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--seed", o->seed, "sampling seed");
   app.add_flag("--cpu", o->cpu, "run on the fp32 CPU oracle even if a GPU is present");
   app.add_flag("--pdl", o->pdl, "launch decode kernels with programmatic dependent launch");
+  app.add_option("--backend", o->backend, "decode backend: conventional (default) or overlap");
   app.add_flag("!--ignore-eos", o->stop_at_eos, "keep generating past end-of-sequence tokens");
   return [o]() {
     if (o->max_new_tokens < 1)

@@ -45,12 +45,16 @@ constexpr int PREFILL_BQ = 32;  // query rows per CTA
 constexpr int PREFILL_TK = 32;  // keys per tile (one per lane in the softmax step)
 constexpr int PREFILL_MAX_PAIRS = PREFILL_BQ * ATTN_MAX_HEAD_DIM / 2 / PREFILL_THREADS;
 
-int decode_splits(int b, int num_kv_heads, int max_seq) {
+int decode_splits(int b, int num_kv_heads, int max_seq, int max_ctas = 0) {
   const int by_len = static_cast<int>(ceil_div(static_cast<unsigned>(max_seq), DECODE_MIN_CHUNK));
   const int64_t groups = static_cast<int64_t>(b) * num_kv_heads;
   const int want = static_cast<int>(std::min<int64_t>((DECODE_TARGET_CTAS + groups - 1) / groups,
                                                       static_cast<int64_t>(DECODE_MAX_SPLITS)));
-  return std::max(1, std::min(want, by_len));
+  int splits = std::max(1, std::min(want, by_len));
+  // A CTA budget lowers the split count (fewer, longer chunks), never below one per group.
+  if (max_ctas > 0)
+    splits = std::max<int>(1, std::min<int64_t>(splits, max_ctas / std::max<int64_t>(groups, 1)));
+  return splits;
 }
 
 // How a context of ctx keys is cut: n_active chunks of chunk keys (the last one shorter). Shared
@@ -295,18 +299,30 @@ __device__ void decode_attention_combine(const DecodeAttentionParams& p, int spl
 __global__ void __launch_bounds__(DECODE_THREADS)
     decode_attention_split_kernel(DecodeAttentionParams p, int splits) {
   extern __shared__ __align__(16) unsigned char decode_smem[];
-  pdl_wait();  // q, the cache and ctx_lens are all written by predecessors
+  // q, the cache and ctx_lens are all written by predecessors. q and the cache (which the overlap
+  // step's qkv_rope writes while this kernel may already be resident) are read with ordinary
+  // loads, coherent after the acquire in tile_sync_wait.
+  const uint32_t step = tile_sync_step(p.sync);
+  tile_sync_wait(p.sync, step);
   pdl_launch_dependents();
   decode_attention_split(p, splits, blockIdx.z, blockIdx.y, blockIdx.x, decode_smem);
+  // Reached by every CTA, also those whose split is empty for this context length.
+  tile_sync_signal(p.sync, step);
 }
 
 constexpr int COMBINE_THREADS = 128;
 
 __global__ void __launch_bounds__(COMBINE_THREADS)
     decode_attention_combine_kernel(DecodeAttentionParams p, int splits) {
-  pdl_wait();  // the partials of the split kernel
+  const uint32_t step = tile_sync_step(p.sync);
+  tile_sync_wait(p.sync, step);  // the partials of the split kernel
   pdl_launch_dependents();
-  decode_attention_combine(p, splits, blockIdx.y, blockIdx.x);
+  // (sequence, head) pairs; the default grid (num_heads, b) has one CTA per pair, a capped 1-D
+  // grid strides.
+  const int pairs = p.num_heads * p.b;
+  for (int pair = blockIdx.x + gridDim.x * blockIdx.y; pair < pairs; pair += gridDim.x * gridDim.y)
+    decode_attention_combine(p, splits, pair / p.num_heads, pair % p.num_heads);
+  tile_sync_signal(p.sync, step);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -502,10 +518,14 @@ size_t decode_attention_workspace_floats(int b, int num_heads, int head_dim, int
   return static_cast<size_t>(b) * num_heads * splits * (head_dim + 2);
 }
 
-cudaError_t launch_decode_attention(const DecodeAttentionParams& p) {
+namespace {
+
+// Validates p; on success returns the split count (0 when b == 0: nothing to launch).
+cudaError_t decode_attention_check(const DecodeAttentionParams& p, int* splits) {
+  *splits = 0;
   if (p.b < 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 ||
       p.head_dim <= 0 || p.head_dim % 8 != 0 || p.head_dim > ATTN_MAX_HEAD_DIM || p.max_seq <= 0 ||
-      p.b > 65535)
+      p.b > 65535 || p.max_split_ctas < 0 || p.max_combine_ctas < 0)
     return cudaErrorInvalidValue;
   const int group = p.num_heads / p.num_kv_heads;
   if (group > DECODE_MAX_GROUP || group * p.head_dim > 2 * DECODE_MAX_PAIRS * DECODE_THREADS)
@@ -515,17 +535,70 @@ cudaError_t launch_decode_attention(const DecodeAttentionParams& p) {
     return cudaErrorInvalidValue;
   if (!aligned16(p.q) || !aligned16(p.k_cache) || !aligned16(p.v_cache) || !aligned16(p.out))
     return cudaErrorInvalidValue;
-  const int splits = decode_splits(p.b, p.num_kv_heads, p.max_seq);
-  if (splits > 1 && (!p.workspace || !aligned16(p.workspace))) return cudaErrorInvalidValue;
+  const int s = decode_splits(p.b, p.num_kv_heads, p.max_seq, p.max_split_ctas);
+  if (s > 1 && (!p.workspace || !aligned16(p.workspace))) return cudaErrorInvalidValue;
+  *splits = s;
+  return cudaSuccess;
+}
 
-  const size_t smem = decode_smem_bytes(group, p.head_dim);
-  cudaError_t err = allow_smem(decode_attention_split_kernel, smem);
+dim3 combine_grid(const DecodeAttentionParams& p) {
+  if (p.max_combine_ctas <= 0) return dim3(p.num_heads, p.b);
+  return dim3(std::min(p.num_heads * p.b, p.max_combine_ctas));
+}
+
+}  // namespace
+
+cudaError_t launch_decode_attention_split(const DecodeAttentionParams& p) {
+  int splits = 0;
+  cudaError_t err = decode_attention_check(p, &splits);
+  if (err != cudaSuccess || splits == 0) return err;
+  const size_t smem = decode_smem_bytes(p.num_heads / p.num_kv_heads, p.head_dim);
+  err = allow_smem(decode_attention_split_kernel, smem);
   if (err != cudaSuccess) return err;
-  err = launch_kernel(decode_attention_split_kernel, dim3(splits, p.num_kv_heads, p.b),
-                      dim3(DECODE_THREADS), smem, p.launch, p, splits);
+  return launch_kernel(decode_attention_split_kernel, dim3(splits, p.num_kv_heads, p.b),
+                       dim3(DECODE_THREADS), smem, p.launch, p, splits);
+}
+
+cudaError_t launch_decode_attention_combine(const DecodeAttentionParams& p) {
+  int splits = 0;
+  const cudaError_t err = decode_attention_check(p, &splits);
+  if (err != cudaSuccess || splits == 0) return err;
+  return launch_kernel(decode_attention_combine_kernel, combine_grid(p), dim3(COMBINE_THREADS), 0,
+                       p.launch, p, splits);
+}
+
+cudaError_t launch_decode_attention(const DecodeAttentionParams& p) {
+  int splits = 0;
+  cudaError_t err = decode_attention_check(p, &splits);
+  if (err != cudaSuccess || splits == 0) return err;
+  err = launch_decode_attention_split(p);
   if (err != cudaSuccess || splits == 1) return err;
-  return launch_kernel(decode_attention_combine_kernel, dim3(p.num_heads, p.b),
-                       dim3(COMBINE_THREADS), 0, p.launch, p, splits);
+  return launch_decode_attention_combine(p);
+}
+
+cudaError_t decode_attention_footprint(const DecodeAttentionParams& p, KernelFootprint* split,
+                                       KernelFootprint* combine) {
+  int splits = 0;
+  cudaError_t err = decode_attention_check(p, &splits);
+  if (err != cudaSuccess) return err;
+  const size_t smem = decode_smem_bytes(p.num_heads / p.num_kv_heads, p.head_dim);
+  // The occupancy query needs the kernel's opt-in for more than 48 KiB of shared memory.
+  err = allow_smem(decode_attention_split_kernel, smem);
+  if (err != cudaSuccess) return err;
+  err = kernel_footprint(decode_attention_split_kernel, splits * p.num_kv_heads * p.b,
+                         DECODE_THREADS, smem, split);
+  if (err != cudaSuccess) return err;
+  const dim3 cg = combine_grid(p);
+  return kernel_footprint(decode_attention_combine_kernel, p.b == 0 ? 0 : int(cg.x * cg.y),
+                          COMBINE_THREADS, 0, combine);
+}
+
+cudaError_t preload_attention_kernels() {
+  for (cudaError_t err :
+       {preload_kernel(decode_attention_split_kernel),
+        preload_kernel(decode_attention_combine_kernel), preload_kernel(prefill_attention_kernel)})
+    if (err != cudaSuccess) return err;
+  return cudaSuccess;
 }
 
 cudaError_t launch_prefill_attention(const PrefillAttentionParams& p) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "kernels/common.cuh"
+#include "kernels/tile_sync.cuh"
 
 namespace megaops {
 
@@ -23,6 +24,16 @@ struct DecodeAttentionParams {
   float* workspace = nullptr;         // decode_attention_workspace_floats() floats
   int b = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, max_seq = 0;
   float scale = 1.0f;
+  // Overlap CTA budgets (0 = defaults). max_split_ctas lowers the number of context splits (never
+  // below one split per (sequence, kv head)); max_combine_ctas caps the combine grid, whose CTAs
+  // then stride over (sequence, head). Split and combine launches of one step must agree on
+  // max_split_ctas (it fixes the workspace layout).
+  int max_split_ctas = 0;
+  int max_combine_ctas = 0;
+  // Overlap hooks (kernels/tile_sync.cuh) of the kernel being launched: the overlap executor
+  // launches split and combine separately (launch_decode_attention_split / _combine), each with
+  // its own sync; launch_decode_attention launches both and must get a default (unset) sync.
+  TileSync sync;
   LaunchOptions launch;
 };
 
@@ -31,6 +42,16 @@ struct DecodeAttentionParams {
 size_t decode_attention_workspace_floats(int b, int num_heads, int head_dim, int max_seq);
 
 cudaError_t launch_decode_attention(const DecodeAttentionParams& p);
+
+// The two kernels of a decode step separately (overlap executor). The combine kernel is launched
+// even when the context is not split (its CTAs then only signal), so an overlap step has the same
+// ops whatever the batch size.
+cudaError_t launch_decode_attention_split(const DecodeAttentionParams& p);
+cudaError_t launch_decode_attention_combine(const DecodeAttentionParams& p);
+// What those two launches occupy (with the CTA budgets applied).
+cudaError_t decode_attention_footprint(const DecodeAttentionParams& p, KernelFootprint* split,
+                                       KernelFootprint* combine);
+cudaError_t preload_attention_kernels();
 
 struct PrefillAttentionParams {
   const bf16* q = nullptr;  // [t, num_heads, head_dim]

@@ -36,10 +36,14 @@ __device__ void embedding_row(const EmbeddingParams& p, int row) {
 }
 
 __global__ void embedding_kernel(EmbeddingParams p) {
-  // The ids come from the previous kernel (the sampler), so nothing is read before the wait.
-  pdl_wait();
+  // The ids come from the previous kernel (the sampler), so nothing is read before the wait. In
+  // the overlap step the sampler ran in the previous step (complete before this one starts), so
+  // the embedding has no wait counter and only signals.
+  const uint32_t step = tile_sync_step(p.sync);
+  tile_sync_wait(p.sync, step);
   pdl_launch_dependents();
   embedding_row(p, blockIdx.x);
+  tile_sync_signal(p.sync, step);
 }
 
 bool aligned16(const void* ptr) {
@@ -47,6 +51,14 @@ bool aligned16(const void* ptr) {
 }
 
 }  // namespace
+
+cudaError_t embedding_footprint(const EmbeddingParams& p, KernelFootprint* out) {
+  return kernel_footprint(embedding_kernel, p.n, EMBEDDING_THREADS, 0, out);
+}
+
+cudaError_t preload_embedding_kernels() {
+  return preload_kernel(embedding_kernel);
+}
 
 cudaError_t launch_embedding(const EmbeddingParams& p) {
   if (p.n < 0 || p.hidden <= 0 || p.hidden % 8 != 0 || p.vocab <= 0) return cudaErrorInvalidValue;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/common.cuh"
+#include "kernels/tile_sync.cuh"
 
 namespace megaops {
 
@@ -12,9 +13,13 @@ struct EmbeddingParams {
   const bf16* table = nullptr;   // [vocab, hidden]
   float* out = nullptr;          // [n, hidden]
   int n = 0, hidden = 0, vocab = 0;
+  TileSync sync;  // overlap hooks (kernels/tile_sync.cuh); one CTA per row, one signal per CTA
   LaunchOptions launch;
 };
 
 cudaError_t launch_embedding(const EmbeddingParams& p);
+// The launch launch_embedding(p) makes (grid = n, not cappable) and its occupancy.
+cudaError_t embedding_footprint(const EmbeddingParams& p, KernelFootprint* out);
+cudaError_t preload_embedding_kernels();
 
 }  // namespace megaops

@@ -81,6 +81,7 @@ struct SmallMArgs {
   void* y;        // [m, ldy]
   int64_t ldy;
   int m, n, k;
+  TileSync sync;
 };
 
 // One group of weight fragments: U k-blocks of rows g (lo) and g + 8 (hi).
@@ -230,31 +231,58 @@ __global__ void __launch_bounds__(SMALL_M_THREADS, SmallMConfig<NB>::MIN_BLOCKS)
   __shared__ float red[SmallMConfig<NB>::RED_FLOATS];
   const int num_tiles = small_m_num_tiles(a);
   int tile = blockIdx.x;  // the launcher keeps gridDim.x <= num_tiles
+  const uint32_t step = tile_sync_step(a.sync);
   WeightGroup<SmallMConfig<NB>::U> wg;
-  // The first weights stream while the predecessor finishes; x is its output, so it waits.
+  // The first weights stream while the predecessor finishes; x is its output, so it waits (for
+  // the previous kernel under PDL, or for the producer's counter in the overlap step). x is then
+  // read with ordinary loads (small_m_tile), never through the non-coherent path.
   small_m_load_weights<NB>(a, tile, 0, wg);
-  pdl_wait();
+  tile_sync_wait(a.sync, step);
   pdl_launch_dependents();
   for (; tile < num_tiles; tile += gridDim.x) {
     const int next = tile + static_cast<int>(gridDim.x);
     small_m_tile<NB, OutT>(a, tile, next < num_tiles ? next : -1, wg, red);
   }
+  // One signal per CTA after its last tile: consumers of v0 wait for the whole tensor anyway.
+  tile_sync_signal(a.sync, step);
 }
 
 template <int NB, typename OutT>
-cudaError_t launch_small_m(const SmallMArgs& a, int sm_count, const LaunchOptions& opt) {
+int small_m_grid(const SmallMArgs& a, int sm_count, int max_ctas) {
   const int num_tiles = (a.n + TILE_ROWS - 1) / TILE_ROWS;
-  const int grid = std::min(num_tiles, sm_count * SmallMConfig<NB>::MIN_BLOCKS);
+  int grid = std::min(num_tiles, sm_count * SmallMConfig<NB>::MIN_BLOCKS);
+  if (max_ctas > 0) grid = std::min(grid, max_ctas);
+  return grid;
+}
+
+template <int NB, typename OutT>
+cudaError_t launch_small_m(const SmallMArgs& a, int sm_count, int max_ctas,
+                           const LaunchOptions& opt, KernelFootprint* footprint) {
+  const int grid = small_m_grid<NB, OutT>(a, sm_count, max_ctas);
+  if (footprint != nullptr)
+    return kernel_footprint(matmul_small_m_kernel<NB, OutT>, grid, SMALL_M_THREADS, 0, footprint);
   return launch_kernel(matmul_small_m_kernel<NB, OutT>, dim3(grid), dim3(SMALL_M_THREADS), 0, opt,
                        a);
 }
 
+// Launches (footprint == null) or describes the launch (footprint set).
 template <typename OutT>
-cudaError_t launch_small_m_for_m(const SmallMArgs& a, int sm_count, const LaunchOptions& opt) {
-  if (a.m <= 8) return launch_small_m<1, OutT>(a, sm_count, opt);
-  if (a.m <= 16) return launch_small_m<2, OutT>(a, sm_count, opt);
-  if (a.m <= 32) return launch_small_m<4, OutT>(a, sm_count, opt);
-  return launch_small_m<8, OutT>(a, sm_count, opt);
+cudaError_t launch_small_m_for_m(const SmallMArgs& a, int sm_count, int max_ctas,
+                                 const LaunchOptions& opt, KernelFootprint* footprint = nullptr) {
+  if (a.m <= 8) return launch_small_m<1, OutT>(a, sm_count, max_ctas, opt, footprint);
+  if (a.m <= 16) return launch_small_m<2, OutT>(a, sm_count, max_ctas, opt, footprint);
+  if (a.m <= 32) return launch_small_m<4, OutT>(a, sm_count, max_ctas, opt, footprint);
+  return launch_small_m<8, OutT>(a, sm_count, max_ctas, opt, footprint);
+}
+
+template <typename OutT>
+cudaError_t preload_small_m() {
+  for (cudaError_t err : {preload_kernel(matmul_small_m_kernel<1, OutT>),
+                          preload_kernel(matmul_small_m_kernel<2, OutT>),
+                          preload_kernel(matmul_small_m_kernel<4, OutT>),
+                          preload_kernel(matmul_small_m_kernel<8, OutT>)})
+    if (err != cudaSuccess) return err;
+  return cudaSuccess;
 }
 
 bool is_aligned(const void* p, size_t bytes) {
@@ -393,18 +421,42 @@ cudaError_t MatmulContext::run(const MatmulParams& p) {
   return small ? run_small_m(p) : run_cublaslt(p);
 }
 
-cudaError_t MatmulContext::run_small_m(const MatmulParams& p) {
+namespace {
+
+// Launches run_small_m's kernel, or with `footprint` set only describes that launch.
+cudaError_t small_m_dispatch(const MatmulParams& p, KernelFootprint* footprint) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
-  if (p.m > MATMUL_SMALL_M_MAX) return cudaErrorInvalidValue;
+  if (p.m > MATMUL_SMALL_M_MAX || p.max_ctas < 0) return cudaErrorInvalidValue;
   int device = 0, sm_count = 0;
   if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
   if (const cudaError_t err =
           cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
       err != cudaSuccess)
     return err;
-  const SmallMArgs a{p.x, p.ldx, p.w, p.y, p.ldy, p.m, p.n, p.k};
-  return p.y_dtype == DType::F32 ? launch_small_m_for_m<float>(a, sm_count, p.launch)
-                                 : launch_small_m_for_m<bf16>(a, sm_count, p.launch);
+  const SmallMArgs a{p.x, p.ldx, p.w, p.y, p.ldy, p.m, p.n, p.k, p.sync};
+  return p.y_dtype == DType::F32
+             ? launch_small_m_for_m<float>(a, sm_count, p.max_ctas, p.launch, footprint)
+             : launch_small_m_for_m<bf16>(a, sm_count, p.max_ctas, p.launch, footprint);
+}
+
+bool sync_requested(const TileSync& s) {
+  return s.signal_counter != nullptr || s.wait_counter[0] != nullptr ||
+         s.wait_counter[1] != nullptr;
+}
+
+}  // namespace
+
+cudaError_t MatmulContext::run_small_m(const MatmulParams& p) {
+  return small_m_dispatch(p, nullptr);
+}
+
+cudaError_t MatmulContext::small_m_footprint(const MatmulParams& p, KernelFootprint* out) {
+  return small_m_dispatch(p, out);
+}
+
+cudaError_t MatmulContext::preload_kernels() {
+  if (const cudaError_t err = preload_small_m<float>(); err != cudaSuccess) return err;
+  return preload_small_m<bf16>();
 }
 
 // y[m, n] row-major is, in cuBLASLt's column-major terms, C (n x m, ldc = ldy) = op(A) · op(B)
@@ -412,6 +464,8 @@ cudaError_t MatmulContext::run_small_m(const MatmulParams& p) {
 // column-major as k x m (ld ldx, not transposed).
 cudaError_t MatmulContext::run_cublaslt(const MatmulParams& p) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
+  // cuBLASLt has no tile hooks (docs/overlap-design.md decision 5 is not implemented yet).
+  if (sync_requested(p.sync)) return cudaErrorNotSupported;
   const cudaDataType_t y_type = p.y_dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
 
   LtMatmulDesc op;

@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "kernels/common.cuh"
+#include "kernels/tile_sync.cuh"
 
 namespace megaops {
 
@@ -20,6 +21,12 @@ struct MatmulParams {
   int64_t ldy = 0;
   DType y_dtype = DType::BF16;  // BF16 or F32
   int m = 0, n = 0, k = 0;      // k must be a multiple of 8 (16-byte rows)
+  // Small-m path only: upper bound on the persistent grid (0 = the default min(tiles, blocks per
+  // SM * SMs)); the overlap executor's CTA budget.
+  int max_ctas = 0;
+  // Small-m path only: overlap hooks (kernels/tile_sync.cuh); the cuBLASLt path rejects a set
+  // sync with cudaErrorNotSupported, it has no hooks.
+  TileSync sync;
   LaunchOptions launch;
 };
 
@@ -41,6 +48,11 @@ class MatmulContext {
   // Forces a path (tests and benchmarks).
   cudaError_t run_small_m(const MatmulParams& p);
   cudaError_t run_cublaslt(const MatmulParams& p);
+
+  // What run_small_m(p) launches: its grid (with p.max_ctas applied) and occupancy.
+  static cudaError_t small_m_footprint(const MatmulParams& p, KernelFootprint* out);
+  // Loads every small-m kernel instantiation (overlap executor start, DESIGN rule 1).
+  static cudaError_t preload_kernels();
 
  private:
   // Path forced by MEGAOPS_MATMUL_PATH=small|cublaslt (a developer knob for measuring the two

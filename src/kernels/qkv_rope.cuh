@@ -8,6 +8,7 @@
 #pragma once
 
 #include "kernels/common.cuh"
+#include "kernels/tile_sync.cuh"
 
 namespace megaops {
 
@@ -24,9 +25,14 @@ struct QkvRopeParams {
   bf16* v_cache = nullptr;             // same
   int t = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, max_seq = 0;
   float eps = 1e-6f;  // for the q/k norms
+  int max_ctas = 0;   // grid cap (0 = one warp per head); warps then stride over the heads
+  TileSync sync;      // overlap hooks (kernels/tile_sync.cuh); one signal per CTA
   LaunchOptions launch;
 };
 
 cudaError_t launch_qkv_rope(const QkvRopeParams& p);
+// The launch launch_qkv_rope(p) makes (with p.max_ctas) and its occupancy.
+cudaError_t qkv_rope_footprint(const QkvRopeParams& p, KernelFootprint* out);
+cudaError_t preload_qkv_rope_kernels();
 
 }  // namespace megaops

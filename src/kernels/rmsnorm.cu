@@ -95,10 +95,13 @@ __device__ void add_rmsnorm_row(const AddRmsNormParams& p, int row) {
 template <typename DeltaT>
 __global__ void __launch_bounds__(RMSNORM_THREADS) add_rmsnorm_kernel(AddRmsNormParams p) {
   // residual and delta are both written by predecessors; only the norm weight is constant, and it
-  // is read late enough that prefetching it would buy nothing.
-  pdl_wait();
+  // is read late enough that prefetching it would buy nothing. Both are read and written with
+  // ordinary loads/stores (coherent: safe after the overlap step's acquire).
+  const uint32_t step = tile_sync_step(p.sync);
+  tile_sync_wait(p.sync, step);
   pdl_launch_dependents();
   add_rmsnorm_row<DeltaT>(p, blockIdx.x);
+  tile_sync_signal(p.sync, step);
 }
 
 bool aligned16(const void* ptr) {
@@ -106,6 +109,17 @@ bool aligned16(const void* ptr) {
 }
 
 }  // namespace
+
+cudaError_t add_rmsnorm_footprint(const AddRmsNormParams& p, KernelFootprint* out) {
+  if (p.delta_f32)
+    return kernel_footprint(add_rmsnorm_kernel<float>, p.rows, RMSNORM_THREADS, 0, out);
+  return kernel_footprint(add_rmsnorm_kernel<bf16>, p.rows, RMSNORM_THREADS, 0, out);
+}
+
+cudaError_t preload_rmsnorm_kernels() {
+  const cudaError_t err = preload_kernel(add_rmsnorm_kernel<float>);
+  return err != cudaSuccess ? err : preload_kernel(add_rmsnorm_kernel<bf16>);
+}
 
 cudaError_t launch_add_rmsnorm(const AddRmsNormParams& p) {
   if (p.rows < 0 || p.n <= 0 || p.n % 8 != 0 || !(p.eps >= 0.0f)) return cudaErrorInvalidValue;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "kernels/common.cuh"
+#include "kernels/tile_sync.cuh"
 
 namespace megaops {
 
@@ -18,9 +19,13 @@ struct AddRmsNormParams {
   bf16* out = nullptr;               // [rows, n]; may be null (only the residual update)
   int rows = 0, n = 0;
   float eps = 1e-5f;
+  TileSync sync;  // overlap hooks (kernels/tile_sync.cuh); one CTA per row, one signal per CTA
   LaunchOptions launch;
 };
 
 cudaError_t launch_add_rmsnorm(const AddRmsNormParams& p);
+// The launch launch_add_rmsnorm(p) makes (grid = rows, not cappable) and its occupancy.
+cudaError_t add_rmsnorm_footprint(const AddRmsNormParams& p, KernelFootprint* out);
+cudaError_t preload_rmsnorm_kernels();
 
 }  // namespace megaops

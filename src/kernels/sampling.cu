@@ -239,12 +239,24 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
 
 __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(SampleParams p) {
   __shared__ SampleShared sm;
-  pdl_wait();  // the logits and the step counter come from predecessors
+  // The logits and the step counter come from predecessors. The logits are read with ordinary
+  // loads (coherent after the overlap step's acquire).
+  const uint32_t step = tile_sync_step(p.sync);
+  tile_sync_wait(p.sync, step);
   pdl_launch_dependents();
   sample_row(p, blockIdx.x, sm);
+  tile_sync_signal(p.sync, step);
 }
 
 }  // namespace
+
+cudaError_t sample_footprint(const SampleParams& p, KernelFootprint* out) {
+  return kernel_footprint(sample_kernel, p.b, SAMPLE_THREADS, 0, out);
+}
+
+cudaError_t preload_sampling_kernels() {
+  return preload_kernel(sample_kernel);
+}
 
 cudaError_t launch_sample(const SampleParams& p) {
   if (p.b < 0 || p.vocab <= 0 || p.ld < p.vocab || p.b > 0x7fffffff) return cudaErrorInvalidValue;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernels/common.cuh"
+#include "kernels/tile_sync.cuh"
 
 namespace megaops {
 
@@ -18,9 +19,13 @@ struct SampleParams {
   uint64_t seed = 0;
   const uint32_t* step = nullptr;  // device scalar
   int32_t* tokens = nullptr;       // [b]
+  TileSync sync;  // overlap hooks (kernels/tile_sync.cuh); one CTA per row, one signal per CTA
   LaunchOptions launch;
 };
 
 cudaError_t launch_sample(const SampleParams& p);
+// The launch launch_sample(p) makes (grid = b, not cappable) and its occupancy.
+cudaError_t sample_footprint(const SampleParams& p, KernelFootprint* out);
+cudaError_t preload_sampling_kernels();
 
 }  // namespace megaops

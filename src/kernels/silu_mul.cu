@@ -64,20 +64,42 @@ __device__ void silu_mul_vec(const SiluMulParams& p, int64_t vec) {
 
 template <typename T>
 __global__ void silu_mul_kernel(SiluMulParams p) {
-  pdl_wait();
+  const uint32_t step = tile_sync_step(p.sync);
+  tile_sync_wait(p.sync, step);
   pdl_launch_dependents();
   const int64_t total = static_cast<int64_t>(p.m) * (p.inter / 8);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < total;
        v += stride)
     silu_mul_vec<T>(p, v);
+  tile_sync_signal(p.sync, step);
 }
 
 bool aligned16(const void* ptr) {
   return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
 }
 
+int64_t silu_mul_blocks(const SiluMulParams& p) {
+  const int64_t total = static_cast<int64_t>(p.m) * (p.inter / 8);
+  // Enough CTAs to fill an H200 several times over; the grid-stride loop covers the rest.
+  int64_t blocks = std::min<int64_t>((total + SILU_MUL_THREADS - 1) / SILU_MUL_THREADS, 4096);
+  if (p.max_ctas > 0) blocks = std::min<int64_t>(blocks, p.max_ctas);
+  return blocks;
+}
+
 }  // namespace
+
+cudaError_t silu_mul_footprint(const SiluMulParams& p, KernelFootprint* out) {
+  const int blocks = static_cast<int>(silu_mul_blocks(p));
+  if (p.gate_up_f32)
+    return kernel_footprint(silu_mul_kernel<float>, blocks, SILU_MUL_THREADS, 0, out);
+  return kernel_footprint(silu_mul_kernel<bf16>, blocks, SILU_MUL_THREADS, 0, out);
+}
+
+cudaError_t preload_silu_mul_kernels() {
+  const cudaError_t err = preload_kernel(silu_mul_kernel<float>);
+  return err != cudaSuccess ? err : preload_kernel(silu_mul_kernel<bf16>);
+}
 
 cudaError_t launch_silu_mul(const SiluMulParams& p) {
   if (p.m < 0 || p.inter <= 0 || p.inter % 8 != 0) return cudaErrorInvalidValue;
@@ -86,9 +108,8 @@ cudaError_t launch_silu_mul(const SiluMulParams& p) {
   if (!p.out || !aligned16(p.out) || (p.gate_up && !aligned16(p.gate_up)) ||
       (p.gate_up_f32 && !aligned16(p.gate_up_f32)))
     return cudaErrorInvalidValue;
-  const int64_t total = static_cast<int64_t>(p.m) * (p.inter / 8);
-  // Enough CTAs to fill an H200 several times over; the grid-stride loop covers the rest.
-  const int64_t blocks = std::min<int64_t>((total + SILU_MUL_THREADS - 1) / SILU_MUL_THREADS, 4096);
+  if (p.max_ctas < 0) return cudaErrorInvalidValue;
+  const int64_t blocks = silu_mul_blocks(p);
   if (p.gate_up_f32)
     return launch_kernel(silu_mul_kernel<float>, dim3(static_cast<unsigned>(blocks)),
                          dim3(SILU_MUL_THREADS), 0, p.launch, p);

@@ -4,8 +4,11 @@
 //   sample → advance positions.
 // The residual add of each block is fused into the next norm, so the layer is 9 kernels.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <tuple>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
@@ -21,6 +24,7 @@
 #include "runtime/conventional.h"
 #include "runtime/device_memory.h"
 #include "runtime/step_state.cuh"
+#include "sync/error_record.h"
 
 namespace megaops {
 
@@ -54,6 +58,69 @@ struct LayerWeights {
   bf16* wdown = nullptr;
   bf16* k_cache = nullptr;
   bf16* v_cache = nullptr;
+};
+
+}  // namespace
+
+const char* backend_name(DecodeBackend b) {
+  return b == DecodeBackend::Overlap ? "overlap" : "conventional";
+}
+
+DecodeBackend parse_backend(const std::string& text, const std::string& option) {
+  if (text == "conventional") return DecodeBackend::Conventional;
+  if (text == "overlap") return DecodeBackend::Overlap;
+  throw_input_error(option, "", "expected conventional or overlap, found '" + text + "'");
+}
+
+namespace {
+
+// Per-layer activations of the overlap step: one output buffer per op instance
+// (docs/overlap-design.md decision 2), sized for max_batch rows.
+struct OverlapLayer {
+  bf16* n1 = nullptr;     // input_layernorm output
+  float* qkv = nullptr;   // qkv_proj output
+  bf16* q = nullptr;      // qkv_rope's q (k and v go to the layer's cache)
+  float* ws = nullptr;    // attention split partials
+  bf16* attn = nullptr;   // attention output
+  float* o = nullptr;     // o_proj output
+  bf16* n2 = nullptr;     // post_attention_layernorm output
+  float* gu = nullptr;    // gate_up_proj output
+  bf16* act = nullptr;    // silu_mul output
+  float* down = nullptr;  // down_proj output
+};
+
+// One op of the overlap step. footprint/launch take the op's CTA cap (0 = the kernel's default
+// grid; ignored by kernels whose grid is fixed by their shape).
+struct OverlapOp {
+  std::string name;
+  bool cappable = false;
+  std::function<cudaError_t(int cap, KernelFootprint*)> footprint;
+  std::function<cudaError_t(int cap, const TileSync&, cudaStream_t)> launch;
+  int cap = 0;   // chosen budget (launch argument)
+  int ctas = 0;  // CTAs launched with that budget
+  int blocks_per_sm = 0;
+};
+
+// Everything the overlap backend owns, set up on first use (so a conventional executor allocates
+// and loads nothing more than before).
+struct OverlapState {
+  std::vector<cudaStream_t> streams;
+  cudaEvent_t fork = nullptr;
+  std::vector<cudaEvent_t> joins;
+  // One monotonic counter per op id, zeroed once here and never again (DESIGN rule 3).
+  uint32_t* counters = nullptr;
+  // Overlap steps, 1-based for the running step: set to 1 once, advanced only by the overlap
+  // step's step_advance. Separate from the sampler's step (which prefill resets), so counters and
+  // targets stay consistent across prefills and conventional steps, which touch neither.
+  uint32_t* step = nullptr;
+  std::unique_ptr<WatchdogRecord> watchdog;
+  std::vector<std::string> op_names;
+  float* resid = nullptr;  // residual stream [max_batch, h], updated in place by the norms
+  std::vector<OverlapLayer> layers;
+  bf16* final_normed = nullptr;
+  int sms = 0;
+  // Ops with budgets, per batch size (budgets depend on the grids, which depend on b).
+  std::map<int, std::vector<OverlapOp>> plans;
 };
 
 }  // namespace
@@ -104,8 +171,10 @@ struct ConventionalExecutor::Impl {
 
   int batch = 0;
   std::vector<int> host_pos;  // mirror of dec_pos, for limit checks
-  std::map<std::pair<int, bool>, cudaGraphExec_t> graphs;
+  // Decode graphs per (batch, PDL, backend).
+  std::map<std::tuple<int, bool, DecodeBackend>, cudaGraphExec_t> graphs;
   bool capturing = false;
+  std::unique_ptr<OverlapState> ovl;
 
   // Profiling (see profile_decode_steps): an event recorded after every op.
   bool profiling = false;
@@ -281,13 +350,17 @@ struct ConventionalExecutor::Impl {
   }
 
   cudaGraphExec_t graph_for(int b, bool pdl) {
-    auto it = graphs.find({b, pdl});
+    const DecodeBackend backend = opt.backend;
+    auto it = graphs.find({b, pdl, backend});
     if (it != graphs.end()) return it->second;
     cudaGraph_t graph = nullptr;
     MEGAOPS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     capturing = true;
     try {
-      record_decode_step(b, pdl);
+      if (backend == DecodeBackend::Overlap)
+        record_overlap_step(b);
+      else
+        record_decode_step(b, pdl);
     } catch (...) {
       capturing = false;
       cudaStreamEndCapture(stream, &graph);
@@ -300,10 +373,450 @@ struct ConventionalExecutor::Impl {
     const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     MEGAOPS_CUDA_CHECK(err);
-    graphs[{b, pdl}] = exec;
+    graphs[{b, pdl, backend}] = exec;
     return exec;
   }
+
+  // ---- overlap backend (docs/overlap-design.md) ----
+
+  void setup_overlap();
+  std::vector<OverlapOp> build_overlap_ops(int b);
+  void choose_overlap_budgets(std::vector<OverlapOp>& ops) const;
+  void record_overlap_step(int b);
+  // Throws the watchdog's description when it tripped, else a DeviceError for a failed status.
+  void overlap_check(cudaError_t err) const {
+    if (err == cudaSuccess) return;
+    if (ovl && ovl->watchdog) ovl->watchdog->check(err, ovl->op_names);
+    throw DeviceError(std::string("overlap decode step: ") + cudaGetErrorString(err));
+  }
+  void drop_overlap_graphs() {
+    for (auto it = graphs.begin(); it != graphs.end();) {
+      if (std::get<2>(it->first) == DecodeBackend::Overlap) {
+        cudaGraphExecDestroy(it->second);
+        it = graphs.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
 };
+
+void ConventionalExecutor::Impl::setup_overlap() {
+  if (ovl) return;
+  auto st = std::make_unique<OverlapState>();
+  // DESIGN rule 1: load every kernel's module now. With lazy loading a producer's first launch
+  // could need a module load while a consumer already spins on the GPU, which deadlocked on the
+  // H200 here. Prefill kernels are included: they are loaded anyway and cost nothing more.
+  for (cudaError_t err :
+       {MatmulContext::preload_kernels(), preload_rmsnorm_kernels(), preload_qkv_rope_kernels(),
+        preload_attention_kernels(), preload_silu_mul_kernels(), preload_embedding_kernels(),
+        preload_sampling_kernels(), preload_step_state_kernels()})
+    MEGAOPS_CUDA_CHECK(err);
+  int device = 0;
+  MEGAOPS_CUDA_CHECK(cudaGetDevice(&device));
+  MEGAOPS_CUDA_CHECK(cudaDeviceGetAttribute(&st->sms, cudaDevAttrMultiProcessorCount, device));
+  st->streams.resize(opt.overlap_streams);
+  for (cudaStream_t& x : st->streams)
+    MEGAOPS_CUDA_CHECK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
+  MEGAOPS_CUDA_CHECK(cudaEventCreateWithFlags(&st->fork, cudaEventDisableTiming));
+  st->joins.resize(opt.overlap_streams);
+  for (cudaEvent_t& e : st->joins)
+    MEGAOPS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+
+  // Op names, indexed by op id = counter index; the same list for every batch size (the combine
+  // kernel is launched even when it has nothing to merge), so a counter always belongs to the
+  // same op instance and holds k * TILE_SYNC_STEP_SUM after k overlap steps.
+  st->op_names.push_back("embedding");
+  for (int l = 0; l < cfg.num_layers; ++l)
+    for (const char* op :
+         {"input_layernorm", "qkv_proj", "qkv_rope", "attention", "attention_combine", "o_proj",
+          "post_attention_layernorm", "gate_up_proj", "silu_mul", "down_proj"})
+      st->op_names.push_back("layer " + std::to_string(l) + " " + op);
+  for (const char* op : {"final_norm", "lm_head", "sample", "step_advance"})
+    st->op_names.push_back(op);
+
+  const size_t n_ops = st->op_names.size();
+  st->counters = mem.alloc_array<uint32_t>("overlap tile counters", n_ops);
+  st->step = mem.alloc_array<uint32_t>("overlap step counter", 1);
+  const uint32_t one = 1;
+  // Synchronous: kernels on the non-blocking streams never see the counters before they are zero.
+  MEGAOPS_CUDA_CHECK(cudaMemset(st->counters, 0, n_ops * sizeof(uint32_t)));
+  MEGAOPS_CUDA_CHECK(cudaMemcpy(st->step, &one, sizeof(one), cudaMemcpyHostToDevice));
+  MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());
+  st->watchdog = std::make_unique<WatchdogRecord>(
+      opt.overlap_watchdog_ms < 0 ? watchdog_timeout_ms_from_env()
+                                  : static_cast<uint64_t>(opt.overlap_watchdog_ms));
+
+  const size_t B = static_cast<size_t>(opt.max_batch);
+  const size_t h = cfg.hidden_size, qd = cfg.q_dim(), kvd = cfg.kv_dim(),
+               inter = cfg.intermediate_size;
+  const size_t ws =
+      decode_attention_workspace_floats(opt.max_batch, cfg.num_heads, cfg.head_dim, opt.max_seq);
+  st->resid = mem.alloc_array<float>("overlap residual", B * h);
+  st->layers.resize(cfg.num_layers);
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    OverlapLayer& L = st->layers[l];
+    const std::string p = "overlap layer " + std::to_string(l) + " ";
+    L.n1 = mem.alloc_array<bf16>(p + "input_layernorm", B * h);
+    L.qkv = mem.alloc_array<float>(p + "qkv", B * (qd + 2 * kvd));
+    L.q = mem.alloc_array<bf16>(p + "q", B * qd);
+    L.ws = ws ? mem.alloc_array<float>(p + "attention workspace", ws) : nullptr;
+    L.attn = mem.alloc_array<bf16>(p + "attention", B * qd);
+    L.o = mem.alloc_array<float>(p + "o_proj", B * h);
+    L.n2 = mem.alloc_array<bf16>(p + "post_attention_layernorm", B * h);
+    L.gu = mem.alloc_array<float>(p + "gate_up", B * 2 * inter);
+    L.act = mem.alloc_array<bf16>(p + "silu_mul", B * inter);
+    L.down = mem.alloc_array<float>(p + "down_proj", B * h);
+  }
+  st->final_normed = mem.alloc_array<bf16>("overlap final norm", B * h);
+  ovl = std::move(st);
+}
+
+// The ops of one overlap decode step for batch b, in dependency order. The step is a chain: op k
+// reads the output of op k - 1 (and data of earlier ops, which op k - 1 transitively waited for:
+// acquire/release happens-before is transitive). So op k waits only on counter k - 1.
+//
+// Write-after-read: every op writes its own buffer, except the residual (each norm adds into it in
+// place) and the KV cache rows of the step's position. Both are safe: the norm of block j + 1 is
+// later in the chain than every reader of the residual written by block j, and it starts only
+// after they completed (transitively); the cache rows qkv_rope writes are read only by the
+// attention after it.
+std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
+  OverlapState& st = *ovl;
+  const int h = cfg.hidden_size, qd = cfg.q_dim(), kvd = cfg.kv_dim(),
+            inter = cfg.intermediate_size;
+  std::vector<OverlapOp> ops;
+  auto add = [&](bool cappable, auto params, auto footprint, auto launch) {
+    OverlapOp op;
+    op.name = st.op_names[ops.size()];
+    op.cappable = cappable;
+    op.footprint = [params, footprint](int cap, KernelFootprint* f) {
+      return footprint(params, cap, f);
+    };
+    op.launch = [params, launch](int cap, const TileSync& sync, cudaStream_t s) {
+      auto q = params;
+      q.sync = sync;
+      q.launch = LaunchOptions{s, false};  // never PDL: see ExecutorOptions
+      return launch(q, cap);
+    };
+    ops.push_back(std::move(op));
+  };
+  MatmulContext* mmc = mm.get();
+  auto matmul_op = [&](const bf16* x, const bf16* w, float* y, int n, int k) {
+    MatmulParams p;
+    p.x = x;
+    p.ldx = k;
+    p.w = w;
+    p.y = y;
+    p.ldy = n;
+    p.y_dtype = DType::F32;
+    p.m = b;
+    p.n = n;
+    p.k = k;
+    add(
+        true, p,
+        [](MatmulParams q, int cap, KernelFootprint* f) {
+          q.max_ctas = cap;
+          return MatmulContext::small_m_footprint(q, f);
+        },
+        [mmc](MatmulParams q, int cap) {
+          q.max_ctas = cap;
+          return mmc->run_small_m(q);  // the only path with hooks (no cuBLASLt in overlap)
+        });
+  };
+  auto norm_op = [&](const float* delta_in, const bf16* w, bf16* out) {
+    AddRmsNormParams p;
+    p.residual = st.resid;
+    p.delta_f32 = delta_in;
+    p.weight = w;
+    p.out = out;
+    p.rows = b;
+    p.n = h;
+    p.eps = cfg.rms_norm_eps;
+    add(
+        false, p,
+        [](AddRmsNormParams q, int, KernelFootprint* f) { return add_rmsnorm_footprint(q, f); },
+        [](AddRmsNormParams q, int) { return launch_add_rmsnorm(q); });
+  };
+
+  EmbeddingParams ep;
+  ep.ids = dec_tokens;
+  ep.table = embed;
+  ep.out = st.resid;
+  ep.n = b;
+  ep.hidden = h;
+  ep.vocab = cfg.vocab_size;
+  add(
+      false, ep,
+      [](EmbeddingParams q, int, KernelFootprint* f) { return embedding_footprint(q, f); },
+      [](EmbeddingParams q, int) { return launch_embedding(q); });
+  const float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    const LayerWeights& W = layers[l];
+    const OverlapLayer& A = st.layers[l];
+    norm_op(l == 0 ? nullptr : st.layers[l - 1].down, W.ln1, A.n1);
+    matmul_op(A.n1, W.wqkv, A.qkv, qd + 2 * kvd, h);
+    QkvRopeParams rp;
+    rp.qkv_f32 = A.qkv;
+    rp.positions = dec_pos;
+    rp.slots = dec_slots;
+    rp.q_norm = W.q_norm;
+    rp.k_norm = W.k_norm;
+    rp.inv_freq = inv_freq;
+    rp.q_out = A.q;
+    rp.k_cache = W.k_cache;
+    rp.v_cache = W.v_cache;
+    rp.t = b;
+    rp.num_heads = cfg.num_heads;
+    rp.num_kv_heads = cfg.num_kv_heads;
+    rp.head_dim = cfg.head_dim;
+    rp.max_seq = opt.max_seq;
+    rp.eps = cfg.rms_norm_eps;
+    add(
+        true, rp,
+        [](QkvRopeParams q, int cap, KernelFootprint* f) {
+          q.max_ctas = cap;
+          return qkv_rope_footprint(q, f);
+        },
+        [](QkvRopeParams q, int cap) {
+          q.max_ctas = cap;
+          return launch_qkv_rope(q);
+        });
+    DecodeAttentionParams ap;
+    ap.q = A.q;
+    ap.k_cache = W.k_cache;
+    ap.v_cache = W.v_cache;
+    ap.slots = dec_slots;
+    ap.ctx_lens = dec_ctx;
+    ap.out = A.attn;
+    ap.workspace = A.ws;
+    ap.b = b;
+    ap.num_heads = cfg.num_heads;
+    ap.num_kv_heads = cfg.num_kv_heads;
+    ap.head_dim = cfg.head_dim;
+    ap.max_seq = opt.max_seq;
+    ap.scale = scale;
+    // The split count fixes the workspace layout, so the combine launch must see the split's
+    // max_split_ctas: the split op publishes its chosen budget into a cell both ops share.
+    auto split_cap = std::make_shared<int>(0);
+    add(
+        true, ap,
+        [split_cap](DecodeAttentionParams q, int cap, KernelFootprint* f) {
+          q.max_split_ctas = cap;
+          *split_cap = cap;
+          KernelFootprint unused;
+          return decode_attention_footprint(q, f, &unused);
+        },
+        [](DecodeAttentionParams q, int cap) {
+          q.max_split_ctas = cap;
+          return launch_decode_attention_split(q);
+        });
+    add(
+        true, ap,
+        [split_cap](DecodeAttentionParams q, int cap, KernelFootprint* f) {
+          q.max_split_ctas = *split_cap;
+          q.max_combine_ctas = cap;
+          KernelFootprint unused;
+          return decode_attention_footprint(q, &unused, f);
+        },
+        [split_cap](DecodeAttentionParams q, int cap) {
+          q.max_split_ctas = *split_cap;
+          q.max_combine_ctas = cap;
+          return launch_decode_attention_combine(q);
+        });
+    matmul_op(A.attn, W.wo, A.o, h, qd);
+    norm_op(A.o, W.ln2, A.n2);
+    matmul_op(A.n2, W.wgu, A.gu, 2 * inter, h);
+    SiluMulParams sp;
+    sp.gate_up_f32 = A.gu;
+    sp.out = A.act;
+    sp.m = b;
+    sp.inter = inter;
+    add(
+        true, sp,
+        [](SiluMulParams q, int cap, KernelFootprint* f) {
+          q.max_ctas = cap;
+          return silu_mul_footprint(q, f);
+        },
+        [](SiluMulParams q, int cap) {
+          q.max_ctas = cap;
+          return launch_silu_mul(q);
+        });
+    matmul_op(A.act, W.wdown, A.down, h, inter);
+  }
+  norm_op(st.layers.back().down, final_norm, st.final_normed);
+  matmul_op(st.final_normed, lm_head, logits, cfg.vocab_size, h);
+  SampleParams sp;
+  sp.logits = logits;
+  sp.ld = cfg.vocab_size;
+  sp.b = b;
+  sp.vocab = cfg.vocab_size;
+  sp.temperature = opt.sampling.temperature;
+  sp.top_k = opt.sampling.top_k;
+  sp.top_p = opt.sampling.top_p;
+  sp.seed = opt.sampling.seed;
+  sp.step = step;
+  sp.tokens = dec_tokens;
+  add(
+      false, sp, [](SampleParams q, int, KernelFootprint* f) { return sample_footprint(q, f); },
+      [](SampleParams q, int) { return launch_sample(q); });
+  StepAdvanceParams sa;
+  sa.positions = dec_pos;
+  sa.ctx_lens = dec_ctx;
+  sa.step = step;
+  sa.b = b;
+  sa.overlap_step = st.step;
+  add(
+      false, sa,
+      [](StepAdvanceParams, int, KernelFootprint* f) {
+        f->ctas = 1;
+        f->blocks_per_sm = 1;
+        return cudaSuccess;
+      },
+      [](StepAdvanceParams q, int) { return launch_step_advance(q); });
+  if (ops.size() != st.op_names.size()) throw Error("internal: overlap op list mismatch");
+  choose_overlap_budgets(ops);
+  return ops;
+}
+
+// CTA budgets (docs/overlap-design.md decision 1, DESIGN rule 2).
+//
+// Which kernels can be live together: op k runs on stream k % W, behind op k - W, so it cannot
+// start before op k - W completed. If op O is the oldest op of the step not yet completed, every
+// live op is in O, ..., O + W - 1 (step_advance runs alone after the join; graph launches of
+// consecutive steps are ordered on the executor's stream).
+//
+// Why that cannot deadlock when the budgets below hold: O's producers (earlier ops) are complete,
+// so O's resident CTAs never wait; they finish, and O progresses as long as one of its CTAs can
+// become resident. The only stuck state is: all later live ops' CTAs resident (at most their
+// budgets), spinning, and no SM with room for one CTA of O. Each CTA of kernel k takes at most
+// 1/occ_k of every SM resource (occ_k = its occupancy alone on an SM, so occ_k <= cap_r / use_r
+// for every resource r), and an SM can take a CTA of O if its load sum(n_k / occ_k) <= 1 -
+// 1/occ_O. So the stuck state is impossible if for every O, over the later live ops L(O):
+//   (A) sum_{k in L} ctas_k <= SMs - 1     (some SM holds none of their CTAs), or
+//   (B) sum_{k in L} ctas_k / occ_k <= SMs * (1 - 1/occ_O)     (some SM has room, by averaging).
+// Issue and dispatch order do not enter, which is what the consumer-first test checks. Not
+// covered: an SM's shared-memory carveout, which the occupancy API does not model across
+// different kernels; to be measured (docs/overlap-design.md).
+//
+// Budgets: every cappable kernel gets cap_k = max(1, floor(c * occ_k * SMs)) with one uniform
+// fraction c, the largest (bisection) for which all conditions hold; fixed-grid kernels (norms,
+// embedding, sampler) keep their grids. c -> 0 gives one CTA per cappable kernel, which satisfies
+// (A) unless the fixed grids alone violate it; then the step is refused with an error.
+void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& ops) const {
+  const size_t W = static_cast<size_t>(opt.overlap_streams);
+  const int sms = ovl->sms;
+  const size_t n = ops.size() - 1;  // step_advance runs alone, after the join
+  for (OverlapOp& op : ops) {
+    KernelFootprint f;
+    MEGAOPS_CUDA_CHECK(op.footprint(0, &f));
+    if (f.blocks_per_sm < 1)
+      throw DeviceError("overlap: a CTA of op '" + op.name + "' does not fit on an SM");
+    op.blocks_per_sm = f.blocks_per_sm;
+  }
+  // In op order: the attention combine's footprint reads the split's budget set just before.
+  auto assign = [&](double c) {
+    for (size_t k = 0; k < n; ++k) {
+      OverlapOp& op = ops[k];
+      op.cap =
+          op.cappable ? std::max(1, static_cast<int>(std::floor(c * op.blocks_per_sm * sms))) : 0;
+      KernelFootprint f;
+      MEGAOPS_CUDA_CHECK(op.footprint(op.cap, &f));
+      op.ctas = f.ctas;
+    }
+  };
+  auto feasible = [&]() {
+    for (size_t o = 0; o < n; ++o) {
+      double count = 0, load = 0;
+      for (size_t k = o + 1; k < std::min(n, o + W); ++k) {
+        count += ops[k].ctas;
+        load += static_cast<double>(ops[k].ctas) / ops[k].blocks_per_sm;
+      }
+      const bool by_count = count <= sms - 1;
+      const bool by_load = load <= sms * (1.0 - 1.0 / ops[o].blocks_per_sm);
+      if (!by_count && !by_load) return false;
+    }
+    return true;
+  };
+  assign(1.0);
+  if (!feasible()) {
+    double lo = 0.0, hi = 1.0;
+    assign(lo);
+    if (!feasible())
+      throw Error("overlap: the fixed-grid kernels of this batch cannot be co-resident with " +
+                  std::to_string(W) + " live kernels; use fewer overlap streams");
+    for (int it = 0; it < 30; ++it) {
+      const double mid = 0.5 * (lo + hi);
+      assign(mid);
+      (feasible() ? lo : hi) = mid;
+    }
+    assign(lo);
+  }
+  ops[n].cap = 0;
+  ops[n].ctas = 1;
+  for (const OverlapOp& op : ops)
+    if (op.ctas < 0 || static_cast<uint32_t>(op.ctas) > TILE_SYNC_STEP_SUM)
+      throw Error("overlap: op '" + op.name + "' launches more CTAs than a counter step holds");
+}
+
+// Records (inside capture) or runs (debug: eagerly) one overlap decode step on the executor's
+// stream: fork the W streams from it with an event, launch op k on stream k % W, join all streams
+// back, then step_advance on the executor's stream. The join is what guarantees that no kernel of
+// this step reads the overlap step counter after step_advance incremented it; step_advance also
+// waits on the sampler's counter (redundant with the join, and cheap).
+void ConventionalExecutor::Impl::record_overlap_step(int b) {
+  setup_overlap();
+  OverlapState& st = *ovl;
+  auto it = st.plans.find(b);
+  if (it == st.plans.end()) it = st.plans.emplace(b, build_overlap_ops(b)).first;
+  std::vector<OverlapOp>& ops = it->second;
+  const size_t n = ops.size() - 1;
+  const size_t W = st.streams.size();
+  size_t drop = ops.size();
+  if (!opt.overlap_drop_signal_op.empty()) {
+    for (size_t k = 0; k < ops.size(); ++k)
+      if (ops[k].name == opt.overlap_drop_signal_op) drop = k;
+    if (drop == ops.size())
+      throw_input_error("executor", "overlap_drop_signal_op",
+                        "no overlap op named '" + opt.overlap_drop_signal_op + "'");
+  }
+  auto sync_for = [&](size_t k) {
+    TileSync s;
+    s.step = st.step;
+    if (k > 0) {
+      s.wait_counter[0] = st.counters + (k - 1);
+      s.wait_target_per_step[0] = TILE_SYNC_STEP_SUM;
+    }
+    s.signal_counter = k == drop || k == n ? nullptr : st.counters + k;
+    s.watchdog = st.watchdog->params();
+    s.op_id = static_cast<uint32_t>(k);
+    s.delay = DelayParams{opt.overlap_delay_max_ns, opt.overlap_delay_seed};
+    return s;
+  };
+  auto run = [&](size_t k, cudaStream_t s) {
+    const cudaError_t err = ops[k].launch(ops[k].cap, sync_for(k), s);
+    if (err != cudaSuccess)
+      throw DeviceError("overlap op '" + ops[k].name + "': " + cudaGetErrorString(err));
+  };
+  MEGAOPS_CUDA_CHECK(cudaEventRecord(st.fork, stream));
+  for (cudaStream_t s : st.streams) MEGAOPS_CUDA_CHECK(cudaStreamWaitEvent(s, st.fork, 0));
+  if (opt.overlap_reverse_issue_order) {
+    // Consumers first: the last stream's ops are issued before the first stream's. Each stream
+    // keeps its own order (op k before op k + W): reversing that would put a consumer ahead of
+    // its producer in one FIFO, a deadlock by construction rather than a scheduling question.
+    // Eagerly (debug_sync) a stream's launches must all fit the launch queue (about a thousand)
+    // before the next stream's are issued; true for every preset.
+    for (size_t r = W; r-- > 0;)
+      for (size_t k = r; k < n; k += W) run(k, st.streams[r]);
+  } else {
+    for (size_t k = 0; k < n; ++k) run(k, st.streams[k % W]);
+  }
+  for (size_t r = 0; r < W; ++r) {
+    MEGAOPS_CUDA_CHECK(cudaEventRecord(st.joins[r], st.streams[r]));
+    MEGAOPS_CUDA_CHECK(cudaStreamWaitEvent(stream, st.joins[r], 0));
+  }
+  run(n, stream);
+}
 
 ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightFiller& weights,
                                            ExecutorOptions opt,
@@ -325,6 +838,10 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   // short-context executors do not pay for 2048-token activation buffers.
   s.opt.prefill_chunk = static_cast<int>(
       std::min<int64_t>(opt.prefill_chunk, static_cast<int64_t>(opt.max_batch) * opt.max_seq));
+
+  if (opt.overlap_streams < 1 || opt.overlap_streams > 8)
+    throw_input_error("executor", "overlap_streams",
+                      "expected 1..8, found " + std::to_string(opt.overlap_streams));
 
   MEGAOPS_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   s.mm = std::make_unique<MatmulContext>();
@@ -443,6 +960,10 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   s.dec_slots = s.mem.alloc_array<int32_t>("decode slots", opt.max_batch);
   s.step = s.mem.alloc_array<uint32_t>("step counter", 1);
   MEGAOPS_CUDA_CHECK(cudaMallocHost(&s.host_tokens, opt.max_batch * sizeof(int32_t)));
+  // The overlap backend's state (streams, counters, watchdog, buffers, preloaded kernels) exists
+  // from construction when it is the configured backend, so the first step cannot hit a lazy
+  // module load (DESIGN rule 1); a conventional executor sets it up only if switched later.
+  if (opt.backend == DecodeBackend::Overlap) s.setup_overlap();
 }
 
 ConventionalExecutor::~ConventionalExecutor() {
@@ -452,6 +973,14 @@ ConventionalExecutor::~ConventionalExecutor() {
   if (impl_->stream) {
     cudaStreamSynchronize(impl_->stream);
     cudaStreamDestroy(impl_->stream);
+  }
+  if (OverlapState* o = impl_->ovl.get()) {
+    for (cudaStream_t x : o->streams) {
+      cudaStreamSynchronize(x);
+      cudaStreamDestroy(x);
+    }
+    if (o->fork) cudaEventDestroy(o->fork);
+    for (cudaEvent_t e : o->joins) cudaEventDestroy(e);
   }
   if (impl_->host_tokens) cudaFreeHost(impl_->host_tokens);
 }
@@ -470,6 +999,20 @@ size_t ConventionalExecutor::weight_bytes() const {
 }
 void ConventionalExecutor::set_pdl(bool pdl) {
   impl_->opt.pdl = pdl;
+}
+void ConventionalExecutor::set_backend(DecodeBackend backend) {
+  if (backend == DecodeBackend::Overlap) impl_->setup_overlap();
+  impl_->opt.backend = backend;
+}
+void ConventionalExecutor::set_overlap_delay(uint32_t max_ns, uint64_t seed) {
+  impl_->opt.overlap_delay_max_ns = max_ns;
+  impl_->opt.overlap_delay_seed = seed;
+  // Delays are baked into the captured kernel parameters.
+  impl_->drop_overlap_graphs();
+}
+std::vector<std::string> ConventionalExecutor::overlap_op_names() const {
+  impl_->setup_overlap();
+  return impl_->ovl->op_names;
 }
 
 size_t ConventionalExecutor::kv_bytes_read() const {
@@ -579,14 +1122,29 @@ std::vector<int> ConventionalExecutor::decode_step(const std::vector<int>* force
     MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(s.dec_tokens, s.host_tokens, s.batch * 4,
                                        cudaMemcpyHostToDevice, s.stream));
   }
-  if (s.opt.debug_sync) {
-    s.record_decode_step(s.batch, s.opt.pdl);  // eager, checked op by op
+  if (s.opt.backend == DecodeBackend::Overlap) {
+    // Every status goes through the watchdog: after a trap the context is dead and any call may
+    // fail first; a tripped record names the op and tile that hung instead of the bare error.
+    if (s.opt.debug_sync) {
+      // Eager on the W streams, then one synchronisation: per-op synchronisation would wait for
+      // a consumer whose producer may not be issued yet (reverse issue order).
+      s.record_overlap_step(s.batch);
+    } else {
+      s.overlap_check(cudaGraphLaunch(s.graph_for(s.batch, s.opt.pdl), s.stream));
+    }
+    s.overlap_check(cudaMemcpyAsync(s.host_tokens, s.dec_tokens, s.batch * 4,
+                                    cudaMemcpyDeviceToHost, s.stream));
+    s.overlap_check(cudaStreamSynchronize(s.stream));
   } else {
-    MEGAOPS_CUDA_CHECK(cudaGraphLaunch(s.graph_for(s.batch, s.opt.pdl), s.stream));
+    if (s.opt.debug_sync) {
+      s.record_decode_step(s.batch, s.opt.pdl);  // eager, checked op by op
+    } else {
+      MEGAOPS_CUDA_CHECK(cudaGraphLaunch(s.graph_for(s.batch, s.opt.pdl), s.stream));
+    }
+    MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(s.host_tokens, s.dec_tokens, s.batch * 4,
+                                       cudaMemcpyDeviceToHost, s.stream));
+    MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(s.stream));
   }
-  MEGAOPS_CUDA_CHECK(
-      cudaMemcpyAsync(s.host_tokens, s.dec_tokens, s.batch * 4, cudaMemcpyDeviceToHost, s.stream));
-  MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(s.stream));
   for (int b = 0; b < s.batch; ++b) ++s.host_pos[b];
   return std::vector<int>(s.host_tokens, s.host_tokens + s.batch);
 }

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,6 +23,19 @@ namespace megaops {
 
 class Checkpoint;
 
+// How decode steps run. Prefill is always conventional.
+//   Conventional: one stream, one kernel after the other (optionally with PDL).
+//   Overlap: docs/overlap-design.md. Ops round-robin on overlap_streams streams, each op waiting
+//     on its producer's monotonic tile counter instead of a kernel boundary, all matmuls on the
+//     small-m kernel, CTA budgets so that the kernels that can be live together fit on the GPU.
+//     PDL is ignored (never set on overlap launches: it would let more than overlap_streams
+//     kernels be live and void the budgets).
+enum class DecodeBackend { Conventional, Overlap };
+
+const char* backend_name(DecodeBackend b);
+// "conventional" or "overlap"; throws InputError naming `option` otherwise.
+DecodeBackend parse_backend(const std::string& text, const std::string& option);
+
 struct ExecutorOptions {
   int max_batch = 1;         // sequences decoded together (1..64)
   int max_seq = 2048;        // positions per sequence (prompt + generated)
@@ -30,6 +44,19 @@ struct ExecutorOptions {
   bool debug_sync = false;   // synchronise and check after every op (localises failures)
   // Greedy by default (temperature 0), as `generate` and `bench` run unless told otherwise.
   ref::SamplingParams sampling{0.0f, 0, 1.0f, 0};
+
+  DecodeBackend backend = DecodeBackend::Conventional;
+  int overlap_streams = 3;  // W: live kernels at most (1..8)
+  // Watchdog bound of every overlap wait in ms; -1 = MEGAOPS_WATCHDOG_MS or 2000, 0 = none.
+  int64_t overlap_watchdog_ms = -1;
+  // Test knobs (defaults off). Reverse: issue the streams' ops last stream first (consumers before
+  // their producers; each stream's own order is kept, which stream semantics require). Delay: a
+  // random delay in [0, max] ns before every signal, per (seed, op, CTA, step). Drop: the named op
+  // (see overlap_op_names()) never signals, so its consumer's watchdog must trip.
+  bool overlap_reverse_issue_order = false;
+  uint32_t overlap_delay_max_ns = 0;
+  uint64_t overlap_delay_seed = 0;
+  std::string overlap_drop_signal_op;
 };
 
 // Fills `out` (numel floats) with the values of weight `spec`; used to upload weights from a
@@ -75,8 +102,14 @@ class ConventionalExecutor {
   };
   std::vector<OpTime> profile_decode_steps(int steps);
 
-  // Switches PDL for subsequent decode steps (graphs are cached per batch size and PDL).
+  // Switches PDL for subsequent decode steps (graphs are cached per batch size, PDL and backend).
   void set_pdl(bool pdl);
+  // Switches the decode backend for subsequent steps (the overlap state is set up on first use).
+  void set_backend(DecodeBackend backend);
+  // Changes the injected overlap delays (tests); drops the cached overlap graphs.
+  void set_overlap_delay(uint32_t max_ns, uint64_t seed);
+  // Names of the overlap step's ops, indexed by op id (what the watchdog reports).
+  std::vector<std::string> overlap_op_names() const;
 
   // Weight bytes a decode step streams at least once (all weights but an untied embedding table,
   // of which a step reads one row per sequence).

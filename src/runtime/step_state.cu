@@ -5,16 +5,25 @@ namespace megaops {
 
 namespace {
 
-__global__ void step_advance_kernel(int32_t* positions, int32_t* ctx_lens, uint32_t* step, int b) {
-  pdl_wait();  // the sampler (our predecessor) has read `step`
+__global__ void step_advance_kernel(int32_t* positions, int32_t* ctx_lens, uint32_t* step, int b,
+                                    uint32_t* overlap_step, TileSync sync) {
+  // Every thread reads the overlap step before thread 0 may advance it: the barrier orders those
+  // reads before the increment below (tile_sync_wait has one when it waits; add one otherwise).
+  const uint32_t ostep = tile_sync_step(sync);
+  tile_sync_wait(sync, ostep);  // the sampler (our predecessor) has read `step`
+  if (sync.step != nullptr) __syncthreads();
   const int i = threadIdx.x;
   if (i < b) {
     const int32_t next = positions[i] + 1;
     positions[i] = next;
     ctx_lens[i] = next + 1;
   }
-  if (i == 0) *step += 1;
+  if (i == 0) {
+    *step += 1;
+    if (overlap_step != nullptr) *overlap_step += 1;
+  }
   pdl_launch_dependents();
+  tile_sync_signal(sync, ostep);
 }
 
 }  // namespace
@@ -22,7 +31,11 @@ __global__ void step_advance_kernel(int32_t* positions, int32_t* ctx_lens, uint3
 cudaError_t launch_step_advance(const StepAdvanceParams& p) {
   if (!p.positions || !p.ctx_lens || !p.step || p.b < 1 || p.b > 1024) return cudaErrorInvalidValue;
   return launch_kernel(step_advance_kernel, dim3(1), dim3(((p.b + 31) / 32) * 32), 0, p.launch,
-                       p.positions, p.ctx_lens, p.step, p.b);
+                       p.positions, p.ctx_lens, p.step, p.b, p.overlap_step, p.sync);
+}
+
+cudaError_t preload_step_state_kernels() {
+  return preload_kernel(step_advance_kernel);
 }
 
 }  // namespace megaops

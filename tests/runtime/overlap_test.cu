@@ -1,0 +1,257 @@
+// The overlap decode step (docs/overlap-design.md) against the conventional executor on the tiny
+// models: same greedy tokens and logits within 1e-3 relative, with and without PDL, eager and
+// graph, 2,000 replays without reset, consumers issued before producers, random producer delays,
+// and a lost signal that the watchdog must turn into an error naming the waiting op.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+#include "gpu_test_util.h"
+#include "runtime/conventional.h"
+
+namespace megaops {
+namespace {
+
+using testing::rel_error;
+
+std::vector<std::vector<int>> random_prompts(const std::vector<int>& lens, int vocab,
+                                             uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> d(0, vocab - 1);
+  std::vector<std::vector<int>> out;
+  for (int len : lens) {
+    std::vector<int> p(len);
+    for (auto& x : p) x = d(rng);
+    out.push_back(p);
+  }
+  return out;
+}
+
+struct Trace {
+  std::vector<int> tokens;                 // prefill tokens, then every step's
+  std::vector<std::vector<float>> logits;  // per decode step
+};
+
+// Prefill + `steps` decode steps; logits kept when asked.
+Trace run_steps(ConventionalExecutor& ex, const std::vector<std::vector<int>>& prompts, int steps,
+                bool keep_logits) {
+  Trace t;
+  t.tokens = ex.prefill(prompts);
+  for (int i = 0; i < steps; ++i) {
+    const std::vector<int> s = ex.decode_step();
+    t.tokens.insert(t.tokens.end(), s.begin(), s.end());
+    if (keep_logits) t.logits.push_back(ex.last_logits());
+  }
+  return t;
+}
+
+ExecutorOptions options(int batch, int max_seq, DecodeBackend backend) {
+  ExecutorOptions o;
+  o.max_batch = batch;
+  o.max_seq = max_seq;
+  o.backend = backend;
+  return o;
+}
+
+void expect_same(const Trace& conv, const Trace& ovl, const std::string& what) {
+  ASSERT_EQ(conv.tokens, ovl.tokens) << what;
+  ASSERT_EQ(conv.logits.size(), ovl.logits.size()) << what;
+  for (size_t s = 0; s < conv.logits.size(); ++s)
+    EXPECT_LE(rel_error(ovl.logits[s].data(), conv.logits[s].data(), conv.logits[s].size()), 1e-3)
+        << what << " step " << s;
+}
+
+struct Case {
+  std::string preset;
+  int batch;
+};
+
+class OverlapVsConventional : public ::testing::TestWithParam<Case> {};
+
+// (a) + (b): 64 steps, greedy tokens equal and logits within 1e-3, graph and eager, PDL on/off.
+TEST_P(OverlapVsConventional, SameTokensAndLogits) {
+  MEGAOPS_REQUIRE_GPU();
+  const Case c = GetParam();
+  const ModelConfig cfg = preset_config(c.preset);
+  const uint64_t seed = testing::test_seed();
+  std::vector<int> lens = {7, 3, 12};
+  lens.resize(c.batch);
+  const auto prompts = random_prompts(lens, cfg.vocab_size, seed);
+  constexpr int STEPS = 64;
+  ConventionalExecutor conv(cfg, random_filler(seed),
+                            options(c.batch, 96, DecodeBackend::Conventional));
+  const Trace ref = run_steps(conv, prompts, STEPS, true);
+  for (bool pdl : {false, true})
+    for (bool debug : {false, true}) {
+      ExecutorOptions o = options(c.batch, 96, DecodeBackend::Overlap);
+      o.pdl = pdl;
+      o.debug_sync = debug;
+      ConventionalExecutor ovl(cfg, random_filler(seed), o);
+      // Two generations on one executor: the counters carry over a prefill without a reset.
+      for (int round = 0; round < 2; ++round)
+        expect_same(ref, run_steps(ovl, prompts, STEPS, true),
+                    c.preset + " pdl " + std::to_string(pdl) + " debug " + std::to_string(debug) +
+                        " round " + std::to_string(round));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, OverlapVsConventional,
+                         ::testing::Values(Case{"tiny-llama3", 1}, Case{"tiny-llama3", 3},
+                                           Case{"tiny-qwen3", 1}, Case{"tiny-qwen3", 3}),
+                         [](const auto& info) {
+                           std::string n =
+                               info.param.preset + "_b" + std::to_string(info.param.batch);
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+// The batch may change between prefills: counters stay consistent (constant sum per step).
+TEST(Overlap, BatchChangesAcrossPrefills) {
+  MEGAOPS_REQUIRE_GPU();
+  const ModelConfig cfg = preset_config("tiny-qwen3");
+  const uint64_t seed = testing::test_seed();
+  ConventionalExecutor conv(cfg, random_filler(seed), options(3, 64, DecodeBackend::Conventional));
+  ConventionalExecutor ovl(cfg, random_filler(seed), options(3, 64, DecodeBackend::Overlap));
+  for (int b : {1, 3, 2, 1}) {
+    std::vector<int> lens = {5, 9, 2};
+    lens.resize(b);
+    const auto prompts = random_prompts(lens, cfg.vocab_size, seed + b);
+    expect_same(run_steps(conv, prompts, 16, true), run_steps(ovl, prompts, 16, true),
+                "batch " + std::to_string(b));
+  }
+}
+
+// Switching backends on one executor: conventional steps touch neither counters nor the overlap
+// step, so overlap steps after them still find consistent targets.
+TEST(Overlap, SwitchBackendsMidGeneration) {
+  MEGAOPS_REQUIRE_GPU();
+  const ModelConfig cfg = preset_config("tiny-llama3");
+  const uint64_t seed = testing::test_seed();
+  const auto prompts = random_prompts({6, 4}, cfg.vocab_size, seed);
+  ConventionalExecutor conv(cfg, random_filler(seed), options(2, 64, DecodeBackend::Conventional));
+  const Trace ref = run_steps(conv, prompts, 30, false);
+  ConventionalExecutor ex(cfg, random_filler(seed), options(2, 64, DecodeBackend::Conventional));
+  std::vector<int> toks = ex.prefill(prompts);
+  for (int i = 0; i < 30; ++i) {
+    ex.set_backend(i % 3 == 0 ? DecodeBackend::Conventional : DecodeBackend::Overlap);
+    const std::vector<int> s = ex.decode_step();
+    toks.insert(toks.end(), s.begin(), s.end());
+  }
+  EXPECT_EQ(ref.tokens, toks);
+}
+
+// (c) 2,000 graph replays without any reset.
+TEST(Overlap, TwoThousandReplays) {
+  MEGAOPS_REQUIRE_GPU();
+  const ModelConfig cfg = preset_config("tiny-qwen3");
+  const uint64_t seed = testing::test_seed();
+  constexpr int STEPS = 2000;
+  const auto prompts = random_prompts({5}, cfg.vocab_size, seed);
+  ConventionalExecutor conv(cfg, random_filler(seed),
+                            options(1, STEPS + 8, DecodeBackend::Conventional));
+  ConventionalExecutor ovl(cfg, random_filler(seed), options(1, STEPS + 8, DecodeBackend::Overlap));
+  EXPECT_EQ(run_steps(conv, prompts, STEPS, false).tokens,
+            run_steps(ovl, prompts, STEPS, false).tokens);
+}
+
+// (d) consumers issued before their producers, eagerly (real issue order) and in a graph, with
+// W = 2, 3 and 4.
+TEST(Overlap, ConsumerFirstIssueOrder) {
+  MEGAOPS_REQUIRE_GPU();
+  const ModelConfig cfg = preset_config("tiny-llama3");
+  const uint64_t seed = testing::test_seed();
+  const auto prompts = random_prompts({4, 8, 1}, cfg.vocab_size, seed);
+  ConventionalExecutor conv(cfg, random_filler(seed), options(3, 64, DecodeBackend::Conventional));
+  const Trace ref = run_steps(conv, prompts, 24, true);
+  for (int w : {2, 3, 4})
+    for (bool debug : {true, false}) {
+      ExecutorOptions o = options(3, 64, DecodeBackend::Overlap);
+      o.overlap_streams = w;
+      o.overlap_reverse_issue_order = true;
+      o.debug_sync = debug;
+      ConventionalExecutor ovl(cfg, random_filler(seed), o);
+      expect_same(ref, run_steps(ovl, prompts, 24, true),
+                  "W " + std::to_string(w) + " debug " + std::to_string(debug));
+    }
+}
+
+// (e) random producer delays, fresh seed per trial, forward and reverse issue order.
+TEST(Overlap, RandomDelays) {
+  MEGAOPS_REQUIRE_GPU();
+  const ModelConfig cfg = preset_config("tiny-qwen3");
+  const uint64_t seed = testing::test_seed();
+  const auto prompts = random_prompts({3, 6}, cfg.vocab_size, seed);
+  constexpr int TRIALS = 200, STEPS = 6;
+  ConventionalExecutor conv(cfg, random_filler(seed), options(2, 32, DecodeBackend::Conventional));
+  const Trace ref = run_steps(conv, prompts, STEPS, false);
+  for (bool reverse : {false, true}) {
+    ExecutorOptions o = options(2, 32, DecodeBackend::Overlap);
+    o.overlap_reverse_issue_order = reverse;
+    ConventionalExecutor ovl(cfg, random_filler(seed), o);
+    std::mt19937_64 rng(seed ^ (reverse ? 0x5eedull : 0ull));
+    for (int t = 0; t < TRIALS / 2; ++t) {
+      ovl.set_overlap_delay(20000, rng());
+      ASSERT_EQ(ref.tokens, run_steps(ovl, prompts, STEPS, false).tokens)
+          << "trial " << t << " reverse " << reverse;
+    }
+  }
+}
+
+// Runs in the death test's child: lm_head never signals, so the sampler (the only op left live)
+// must trip the watchdog; exits 3 with the message on stderr.
+[[noreturn]] void run_dropped_signal() {
+  try {
+    const ModelConfig cfg = preset_config("tiny-llama3");
+    ExecutorOptions o = options(1, 32, DecodeBackend::Overlap);
+    o.overlap_watchdog_ms = 500;
+    o.overlap_drop_signal_op = "lm_head";
+    ConventionalExecutor ex(cfg, random_filler(1), o);
+    ex.prefill({{1, 2, 3}});
+    ex.decode_step();
+    std::fprintf(stderr, "the dropped signal was not reported\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::fflush(stderr);
+    _exit(3);
+  }
+  _exit(1);
+}
+
+// (f) a lost signal becomes a DeviceError naming the waiting op within 5 s.
+TEST(OverlapDeathTest, WatchdogNamesWaitingOp) {
+  MEGAOPS_REQUIRE_GPU();
+  // The trap leaves the CUDA context unusable: run in a re-executed child process.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EXIT(run_dropped_signal(), ::testing::ExitedWithCode(3),
+              "watchdog: op 'sample' tile 0 waited for count >= ");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0);
+}
+
+TEST(Overlap, InputErrors) {
+  MEGAOPS_REQUIRE_GPU();
+  const ModelConfig cfg = preset_config("tiny-llama3");
+  ExecutorOptions o = options(1, 16, DecodeBackend::Overlap);
+  o.overlap_streams = 0;
+  EXPECT_THROW(ConventionalExecutor(cfg, random_filler(1), o), InputError);
+  o.overlap_streams = 3;
+  o.overlap_drop_signal_op = "no such op";
+  ConventionalExecutor ex(cfg, random_filler(1), o);
+  ex.prefill({{1, 2}});
+  EXPECT_THROW(ex.decode_step(), InputError);
+  const std::vector<std::string> names = ex.overlap_op_names();
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.front(), "embedding");
+  EXPECT_EQ(names.back(), "step_advance");
+}
+
+}  // namespace
+}  // namespace megaops
