@@ -2,8 +2,10 @@
 # Everything that needs the GPU, in one run (device time is scarce): GPU unit tests, full-model
 # logits against HF transformers on the same GPU, and the decode benchmark. Binaries come prebuilt
 # in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
-#   OUT=/some/dir scripts/gpu_run.sh [tests] [hf] [bench] [profile] [sanitize]
-#   (default: tests hf bench)
+#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ncu] [sanitize]
+#   (default: tests overlap hf bench)
+# `tests` runs every GPU test except the overlap executor's, which `overlap` runs under a time
+# limit (a hang there must not eat the device call) together with the overlap benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.carry/bin}
@@ -18,7 +20,7 @@ if ldd "$BIN/megaops" | grep -q "not found"; then
 fi
 ldd "$BIN/megaops" | grep -E "cublas|not found"
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(tests hf bench)
+[ ${#steps[@]} -gt 0 ] || steps=(tests overlap hf bench)
 status=0
 want() { for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 log() { echo "== $* ($(date -u +%H:%M:%S))"; }
@@ -28,8 +30,23 @@ cat "$OUT/gpu.txt"
 
 if want tests; then
   log "GPU unit tests"
-  "$BIN/megaops_gpu_tests" --gtest_output=json:"$OUT/gpu_tests.json" >"$OUT/gpu_tests.log" 2>&1 || status=1
+  "$BIN/megaops_gpu_tests" --gtest_filter="${TEST_FILTER:--Overlap*:OverlapDeathTest.*:Presets/Overlap*}" \
+    --gtest_output=json:"$OUT/gpu_tests.json" >"$OUT/gpu_tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran" "$OUT/gpu_tests.log" | tail -40
+fi
+
+if want overlap; then
+  log "overlap executor tests"
+  MEGAOPS_WATCHDOG_MS=2000 timeout -k 5 ${OVERLAP_TEST_LIMIT:-300} "$BIN/megaops_gpu_tests" \
+    --gtest_filter='Overlap.*:OverlapDeathTest.*:Presets/Overlap*' \
+    --gtest_output=json:"$OUT/overlap_tests.json" >"$OUT/overlap_tests.log" 2>&1 || status=1
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran|Watchdog|watchdog" "$OUT/overlap_tests.log" | tail -40
+  for preset in ${OVERLAP_PRESETS:-llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b}; do
+    log "bench overlap vs conventional: $preset"
+    timeout -k 5 120 "$BIN/megaops" bench --preset "$preset" --batch ${BENCH_BATCHES:-1,8,32} \
+      --prompt 32 --gen 128 --repeats 3 --pdl both --backend both \
+      --json "$OUT/bench_overlap_$preset.json" || status=1
+  done
 fi
 
 if want hf; then
@@ -69,6 +86,16 @@ if want profile; then
     "$BIN/megaops" profile --preset "$preset" --batch 1 --json "$OUT/profile_$preset.json" \
       2>/dev/null || status=1
   done
+fi
+
+if want ncu; then
+  log "ncu: decode attention, llama3.2-1b batch 1"
+  timeout -k 5 180 ncu --kernel-name regex:decode_attention --launch-skip 40 --launch-count 2 \
+    --set full --import-source yes -o "$OUT/ncu_attention" \
+    "$BIN/megaops" bench --preset llama3.2-1b --batch 1 --prompt 32 --gen 8 --repeats 1 --pdl off \
+    >"$OUT/ncu.log" 2>&1 || status=1
+  ncu --import "$OUT/ncu_attention.ncu-rep" --page details >"$OUT/ncu_attention.txt" 2>&1
+  grep -E "Duration|Grid Size|Registers|Memory Throughput|Achieved Occupancy" "$OUT/ncu_attention.txt"
 fi
 
 # The device tool brings back at most 8 files: everything also goes into one archive.

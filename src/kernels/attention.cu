@@ -5,9 +5,11 @@
 // The context is cut into at most `splits` chunks (a multiple of the key tile, at least
 // DECODE_MIN_CHUNK keys each), decided on the device from ctx_len because a captured graph sees
 // the length grow. A sequence that needs one chunk writes its output directly; otherwise every
-// chunk writes an unnormalised partial output with its running max and sum to the workspace, and a
-// small combine kernel merges them. When the host-side split count is 1 (large batches) the
-// combine kernel is not launched at all.
+// chunk writes an unnormalised partial output with its running max and sum to the workspace, and
+// either the last CTA of the group merges them (done_counters set) or a small combine kernel does.
+// When the host-side split count is 1 (large batches) no merge happens at all. For G <= 8 the
+// split kernel is warp-parallel over keys (decode_attention_fast: no block barrier per key tile,
+// several K/V rows in flight per lane); above, a tiled kernel stages K/V tiles in shared memory.
 //
 // Prefill: a CTA owns a block of PREFILL_BQ consecutive query tokens and one query head, and
 // streams K/V tiles of PREFILL_TK keys through shared memory with an online softmax. Tokens of one
@@ -21,6 +23,7 @@
 #include <cmath>
 
 #include "kernels/attention.cuh"
+#include "sync/atomics.cuh"
 
 namespace megaops {
 namespace {
@@ -30,15 +33,16 @@ constexpr int ATTN_MAX_HEAD_DIM = 256;
 
 constexpr int DECODE_THREADS = 256;
 constexpr int DECODE_TILE = 64;  // keys per shared-memory tile
-// Shorter contexts are never split. One tile per CTA: a CTA walks its keys serially at ~3.5 us per
-// tile of 64 (measured: 17 us for one sequence's 8 KV groups at a 160-key context on the H200,
-// grid of 8 CTAs, 0.4% of memory throughput), so a short context is spread over more CTAs and
-// merged by the combine kernel instead.
-constexpr int DECODE_MIN_CHUNK = 64;
+// Shorter contexts are never split. The warp-parallel kernel (group <= 8) has 32-64 keys in flight
+// per CTA step and several steps' loads issued at once, so a chunk of 128 keys costs about one
+// memory round trip; splitting shorter contexts would only add the merge.
+constexpr int DECODE_MIN_CHUNK = 128;
 constexpr int DECODE_TARGET_CTAS = 264;  // about two CTAs per SM on an H200 (132 SMs)
 constexpr int DECODE_MAX_SPLITS = 64;
 constexpr int DECODE_MAX_GROUP = 64;
-constexpr int DECODE_MAX_PAIRS = 16;  // output pairs per thread: G * head_dim / 2 <= 16 * 256
+constexpr int DECODE_MAX_PAIRS = 16;      // output pairs per thread: G * head_dim / 2 <= 16 * 256
+constexpr int DECODE_FAST_MAX_GROUP = 8;  // the warp-parallel kernel keeps G queries in registers
+constexpr int DECODE_FAST_UNROLL = 4;     // K/V rows each lane loads before using the first
 
 constexpr int PREFILL_THREADS = 256;
 constexpr int PREFILL_BQ = 32;  // query rows per CTA
@@ -125,6 +129,9 @@ size_t decode_smem_bytes(int group, int head_dim) {
   return 2 * sizeof(bf16) * DECODE_TILE * kv_stride(head_dim) +
          sizeof(float) * (static_cast<size_t>(group) * head_dim + group * DECODE_TILE + 3 * group);
 }
+
+__device__ void decode_merge_if_last(const DecodeAttentionParams& p, int splits, int bi,
+                                     int kv_head, int n_active);
 
 // One tile = (sequence bi, kv head, split). Must be called by all DECODE_THREADS threads with
 // decode_smem_bytes() of dynamic shared memory at `smem` (16-byte aligned).
@@ -270,6 +277,30 @@ __device__ void decode_attention_split(const DecodeAttentionParams& p, int split
     ws_ml[2 * part] = row_max[tid];
     ws_ml[2 * part + 1] = row_sum[tid];
   }
+  if (p.done_counters != nullptr) decode_merge_if_last(p, splits, bi, kv_head, plan.n_active);
+}
+
+// Merges the partials of the active splits for query heads [head0, head0 + nheads) of sequence
+// bi; the calling CTA's threads stride over (head, dim). Partials are read with ordinary loads:
+// in the fused path another CTA wrote them during this launch (see decode_merge_if_last).
+__device__ void decode_combine_heads(const DecodeAttentionParams& p, int splits, int bi, int head0,
+                                     int nheads, int n_active) {
+  const int hd = p.head_dim;
+  const float* ws_o = p.workspace;
+  const float* ws_ml = p.workspace + static_cast<int64_t>(p.b) * p.num_heads * splits * hd;
+  for (int idx = threadIdx.x; idx < nheads * hd; idx += blockDim.x) {
+    const int h = head0 + idx / hd, d = idx % hd;
+    const int64_t part0 = (static_cast<int64_t>(bi) * p.num_heads + h) * splits;
+    float m = -INFINITY;
+    for (int s = 0; s < n_active; ++s) m = fmaxf(m, ws_ml[2 * (part0 + s)]);
+    float den = 0.0f, o = 0.0f;
+    for (int s = 0; s < n_active; ++s) {
+      const float w = exp2f(ws_ml[2 * (part0 + s)] - m);
+      den += ws_ml[2 * (part0 + s) + 1] * w;
+      o += ws_o[(part0 + s) * hd + d] * w;
+    }
+    p.out[(static_cast<int64_t>(bi) * p.num_heads + h) * hd + d] = __float2bfloat16(o / den);
+  }
 }
 
 // One tile = (sequence bi, query head h): merges the partials of the active splits.
@@ -278,22 +309,210 @@ __device__ void decode_attention_combine(const DecodeAttentionParams& p, int spl
   const int ctx = min(p.ctx_lens[bi], p.max_seq);
   const DecodeSplitPlan plan = decode_split_plan(ctx, splits);
   if (plan.n_active <= 1) return;  // written directly by the split kernel
-  const int hd = p.head_dim;
-  const int64_t part0 = (static_cast<int64_t>(bi) * p.num_heads + head) * splits;
-  const float* ws_o = p.workspace + part0 * hd;
-  const float* ws_ml =
-      p.workspace + static_cast<int64_t>(p.b) * p.num_heads * splits * hd + 2 * part0;
-  float m = -INFINITY;
-  for (int s = 0; s < plan.n_active; ++s) m = fmaxf(m, ws_ml[2 * s]);
-  float den = 0.0f;
-  for (int s = 0; s < plan.n_active; ++s) den += ws_ml[2 * s + 1] * exp2f(ws_ml[2 * s] - m);
-  const float inv = 1.0f / den;
-  bf16* out = p.out + (static_cast<int64_t>(bi) * p.num_heads + head) * hd;
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float o = 0.0f;
-    for (int s = 0; s < plan.n_active; ++s) o += ws_o[s * hd + d] * exp2f(ws_ml[2 * s] - m);
-    out[d] = __float2bfloat16(o * inv);
+  decode_combine_heads(p, splits, bi, head, 1, plan.n_active);
+}
+
+// Fused combine (p.done_counters set): called by every thread of an active split CTA after its
+// partial writes. The CTA that completes a (sequence, kv head) group last merges the group's
+// partials and puts the group's counter back to zero for the next launch. Ordering: the barrier
+// orders the CTA's partial writes before thread 0's acq_rel add (cumulativity publishes them);
+// the last adder's acquire reads the release sequence of every earlier add, and the second
+// barrier extends that to the CTA's other threads.
+__device__ void decode_merge_if_last(const DecodeAttentionParams& p, int splits, int bi,
+                                     int kv_head, int n_active) {
+  __shared__ int is_last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t* counter = p.done_counters + static_cast<int64_t>(bi) * p.num_kv_heads + kv_head;
+    const uint32_t before = atom_add_acq_rel_gpu(counter, 1u);
+    is_last = before + 1 == static_cast<uint32_t>(n_active);
+    if (is_last) st_relaxed_gpu(counter, 0u);  // every active CTA of the group has added
   }
+  __syncthreads();
+  if (!is_last) return;
+  const int group = p.num_heads / p.num_kv_heads;
+  decode_combine_heads(p, splits, bi, kv_head * group, group, n_active);
+}
+
+// Warp-parallel decode for G <= GMAX query heads per kv head and head_dim <= 8 * LPK. A warp's
+// lanes form 32 / LPK key slots of LPK lanes; a slot holds one key at a time, each lane 8 of its
+// dims (one 16-byte K load and one V load), so the CTA has 8 * 32 / LPK keys in flight per step
+// and DECODE_FAST_UNROLL steps' loads are issued before the first is used. Each slot keeps its own
+// online softmax (max, sum, 8 output dims per head) in registers, with no block barrier in the
+// key loop; slots merge through shuffles, warps through shared memory at the end. Scores reduce
+// over the slot's lanes with xor shuffles, which every lane executes (the loop bounds are
+// warp-uniform; a lane past the chunk end contributes zeros and skips the update).
+template <int GMAX, int LPK>
+__device__ void decode_attention_fast(const DecodeAttentionParams& p, int splits, int bi,
+                                      int kv_head, int split, unsigned char* smem) {
+  constexpr int NWARPS = DECODE_THREADS / 32;
+  constexpr int SLOTS = 32 / LPK;
+  constexpr int STEP = NWARPS * SLOTS;  // keys per CTA step
+  constexpr int UNROLL = DECODE_FAST_UNROLL;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int sub = lane % LPK, kslot = lane / LPK;
+  const int hd = p.head_dim, group = p.num_heads / p.num_kv_heads;
+  const int dim0 = sub * 8;
+  const bool has_dims = dim0 < hd;
+
+  const int ctx = min(p.ctx_lens[bi], p.max_seq);
+  const DecodeSplitPlan plan = decode_split_plan(ctx, splits);
+  const int head0 = kv_head * group;
+  bf16* out = p.out + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd;
+  if (plan.n_active == 0) {
+    // An empty context has no keys to attend to: defined as a zero output.
+    if (split == 0)
+      for (int i = tid; i < group * hd; i += DECODE_THREADS) out[i] = __float2bfloat16(0.0f);
+    return;
+  }
+  if (split >= plan.n_active) return;
+  const int key_begin = split * plan.chunk;
+  const int key_end = min(ctx, key_begin + plan.chunk);
+  const int64_t slot = p.slots[bi];
+
+  float q[GMAX][8];
+  const float q_scale = p.scale * LOG2E;
+  const bf16* qp = p.q + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd + dim0;
+#pragma unroll
+  for (int g = 0; g < GMAX; ++g) {
+    if (g < group && has_dims) {
+      bf16x8_to_float(*reinterpret_cast<const uint4*>(qp + g * hd), q[g]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[g][i] *= q_scale;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[g][i] = 0.0f;
+    }
+  }
+  float m[GMAX], l[GMAX], acc[GMAX][8];
+#pragma unroll
+  for (int g = 0; g < GMAX; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[g][i] = 0.0f;
+  }
+
+  const int64_t row = static_cast<int64_t>(p.num_kv_heads) * hd;  // between positions
+  const int64_t off0 = (slot * p.max_seq * p.num_kv_heads + kv_head) * hd + dim0;
+  const bf16* kp = p.k_cache + off0;
+  const bf16* vp = p.v_cache + off0;
+  for (int base = key_begin + warp * SLOTS; base < key_end; base += STEP * UNROLL) {
+    uint4 kr[UNROLL], vr[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int key = base + kslot + u * STEP;
+      kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);
+      if (has_dims && key < key_end) {
+        kr[u] = *reinterpret_cast<const uint4*>(kp + key * row);
+        vr[u] = *reinterpret_cast<const uint4*>(vp + key * row);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      float kf[8];
+      bf16x8_to_float(kr[u], kf);
+      float s[GMAX];
+#pragma unroll
+      for (int g = 0; g < GMAX; ++g) {
+        s[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) s[g] += q[g][i] * kf[i];
+      }
+#pragma unroll
+      for (int off = LPK / 2; off > 0; off /= 2)
+#pragma unroll
+        for (int g = 0; g < GMAX; ++g) s[g] += __shfl_xor_sync(0xffffffffu, s[g], off);
+      if (base + kslot + u * STEP < key_end) {
+        float vf[8];
+        bf16x8_to_float(vr[u], vf);
+#pragma unroll
+        for (int g = 0; g < GMAX; ++g) {
+          const float m_new = fmaxf(m[g], s[g]);
+          const float alpha = exp2f(m[g] - m_new);  // 0 for the first key (m = -inf)
+          const float pr = exp2f(s[g] - m_new);
+          l[g] = l[g] * alpha + pr;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * alpha + pr * vf[i];
+          m[g] = m_new;
+        }
+      }
+    }
+  }
+
+  // Merge the warp's key slots (lanes that differ in the bits above the slot's lanes). A slot that
+  // saw no key has m = -inf and weighs zero.
+#pragma unroll
+  for (int off = LPK; off < 32; off *= 2) {
+#pragma unroll
+    for (int g = 0; g < GMAX; ++g) {
+      const float mo = __shfl_xor_sync(0xffffffffu, m[g], off);
+      const float lo = __shfl_xor_sync(0xffffffffu, l[g], off);
+      const float mn = fmaxf(m[g], mo);
+      const float a = m[g] == -INFINITY ? 0.0f : exp2f(m[g] - mn);
+      const float b = mo == -INFINITY ? 0.0f : exp2f(mo - mn);
+      l[g] = l[g] * a + lo * b;
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        acc[g][i] = acc[g][i] * a + __shfl_xor_sync(0xffffffffu, acc[g][i], off) * b;
+      m[g] = mn;
+    }
+  }
+
+  // Merge the warps: slot 0 of each warp publishes, then threads stride over (head, dim).
+  float* s_acc = reinterpret_cast<float*>(smem);  // [NWARPS][group][hd]
+  float* s_m = s_acc + NWARPS * group * hd;       // [NWARPS][group]
+  float* s_l = s_m + NWARPS * group;
+  if (kslot == 0) {
+#pragma unroll
+    for (int g = 0; g < GMAX; ++g) {
+      if (g >= group) break;
+      if (has_dims) {
+        float* dst = s_acc + (warp * group + g) * hd + dim0;
+        *reinterpret_cast<float4*>(dst) = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+        *reinterpret_cast<float4*>(dst + 4) =
+            make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+      }
+      if (sub == 0) {
+        s_m[warp * group + g] = m[g];
+        s_l[warp * group + g] = l[g];
+      }
+    }
+  }
+  __syncthreads();
+  const int64_t part0 = (static_cast<int64_t>(bi) * p.num_heads + head0) * splits + split;
+  float* ws_o = p.workspace;
+  float* ws_ml = p.workspace + static_cast<int64_t>(p.b) * p.num_heads * splits * hd;
+  for (int idx = tid; idx < group * hd; idx += DECODE_THREADS) {
+    const int g = idx / hd, d = idx - g * hd;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < NWARPS; ++w) mx = fmaxf(mx, s_m[w * group + g]);
+    float den = 0.0f, o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < NWARPS; ++w) {
+      const float mw = s_m[w * group + g];
+      const float sc = mw == -INFINITY ? 0.0f : exp2f(mw - mx);
+      den += s_l[w * group + g] * sc;
+      o += s_acc[(w * group + g) * hd + d] * sc;
+    }
+    if (plan.n_active == 1) {
+      out[g * hd + d] = __float2bfloat16(o / den);
+    } else {
+      const int64_t part = part0 + static_cast<int64_t>(g) * splits;
+      ws_o[part * hd + d] = o;
+      if (d == 0) {
+        ws_ml[2 * part] = mx;
+        ws_ml[2 * part + 1] = den;
+      }
+    }
+  }
+  if (plan.n_active > 1 && p.done_counters != nullptr)
+    decode_merge_if_last(p, splits, bi, kv_head, plan.n_active);
+}
+
+size_t decode_fast_smem_bytes(int group, int head_dim) {
+  return sizeof(float) * (DECODE_THREADS / 32) * group * (head_dim + 2);
 }
 
 __global__ void __launch_bounds__(DECODE_THREADS)
@@ -308,6 +527,47 @@ __global__ void __launch_bounds__(DECODE_THREADS)
   decode_attention_split(p, splits, blockIdx.z, blockIdx.y, blockIdx.x, decode_smem);
   // Reached by every CTA, also those whose split is empty for this context length.
   tile_sync_signal(p.sync, step);
+}
+
+template <int GMAX, int LPK>
+__global__ void __launch_bounds__(DECODE_THREADS)
+    decode_attention_fast_kernel(DecodeAttentionParams p, int splits) {
+  extern __shared__ __align__(16) unsigned char decode_smem[];
+  // As decode_attention_split_kernel.
+  const uint32_t step = tile_sync_step(p.sync);
+  tile_sync_wait(p.sync, step);
+  pdl_launch_dependents();
+  decode_attention_fast<GMAX, LPK>(p, splits, blockIdx.z, blockIdx.y, blockIdx.x, decode_smem);
+  tile_sync_signal(p.sync, step);
+}
+
+using DecodeSplitKernel = void (*)(DecodeAttentionParams, int);
+
+struct DecodeSplitChoice {
+  DecodeSplitKernel kernel;
+  size_t smem;
+};
+
+// The split kernel for a shape: the warp-parallel one for G <= 8 (every Llama 3 / Qwen 3 shape),
+// the tiled one above.
+DecodeSplitChoice decode_split_kernel(int group, int head_dim) {
+  if (group > DECODE_FAST_MAX_GROUP)
+    return {decode_attention_split_kernel, decode_smem_bytes(group, head_dim)};
+  const int gmax = group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8;
+  const int lpk = head_dim <= 64 ? 8 : head_dim <= 128 ? 16 : 32;
+  const size_t smem = decode_fast_smem_bytes(group, head_dim);
+  static const DecodeSplitKernel table[4][3] = {
+      {decode_attention_fast_kernel<1, 8>, decode_attention_fast_kernel<1, 16>,
+       decode_attention_fast_kernel<1, 32>},
+      {decode_attention_fast_kernel<2, 8>, decode_attention_fast_kernel<2, 16>,
+       decode_attention_fast_kernel<2, 32>},
+      {decode_attention_fast_kernel<4, 8>, decode_attention_fast_kernel<4, 16>,
+       decode_attention_fast_kernel<4, 32>},
+      {decode_attention_fast_kernel<8, 8>, decode_attention_fast_kernel<8, 16>,
+       decode_attention_fast_kernel<8, 32>}};
+  const int gi = gmax == 1 ? 0 : gmax == 2 ? 1 : gmax == 4 ? 2 : 3;
+  const int li = lpk == 8 ? 0 : lpk == 16 ? 1 : 2;
+  return {table[gi][li], smem};
 }
 
 constexpr int COMBINE_THREADS = 128;
@@ -552,11 +812,11 @@ cudaError_t launch_decode_attention_split(const DecodeAttentionParams& p) {
   int splits = 0;
   cudaError_t err = decode_attention_check(p, &splits);
   if (err != cudaSuccess || splits == 0) return err;
-  const size_t smem = decode_smem_bytes(p.num_heads / p.num_kv_heads, p.head_dim);
-  err = allow_smem(decode_attention_split_kernel, smem);
+  const DecodeSplitChoice k = decode_split_kernel(p.num_heads / p.num_kv_heads, p.head_dim);
+  err = allow_smem(k.kernel, k.smem);
   if (err != cudaSuccess) return err;
-  return launch_kernel(decode_attention_split_kernel, dim3(splits, p.num_kv_heads, p.b),
-                       dim3(DECODE_THREADS), smem, p.launch, p, splits);
+  return launch_kernel(k.kernel, dim3(splits, p.num_kv_heads, p.b), dim3(DECODE_THREADS), k.smem,
+                       p.launch, p, splits);
 }
 
 cudaError_t launch_decode_attention_combine(const DecodeAttentionParams& p) {
@@ -572,7 +832,8 @@ cudaError_t launch_decode_attention(const DecodeAttentionParams& p) {
   cudaError_t err = decode_attention_check(p, &splits);
   if (err != cudaSuccess || splits == 0) return err;
   err = launch_decode_attention_split(p);
-  if (err != cudaSuccess || splits == 1) return err;
+  // With done_counters the split kernel merges its own partials.
+  if (err != cudaSuccess || splits == 1 || p.done_counters != nullptr) return err;
   return launch_decode_attention_combine(p);
 }
 
@@ -581,12 +842,11 @@ cudaError_t decode_attention_footprint(const DecodeAttentionParams& p, KernelFoo
   int splits = 0;
   cudaError_t err = decode_attention_check(p, &splits);
   if (err != cudaSuccess) return err;
-  const size_t smem = decode_smem_bytes(p.num_heads / p.num_kv_heads, p.head_dim);
+  const DecodeSplitChoice k = decode_split_kernel(p.num_heads / p.num_kv_heads, p.head_dim);
   // The occupancy query needs the kernel's opt-in for more than 48 KiB of shared memory.
-  err = allow_smem(decode_attention_split_kernel, smem);
+  err = allow_smem(k.kernel, k.smem);
   if (err != cudaSuccess) return err;
-  err = kernel_footprint(decode_attention_split_kernel, splits * p.num_kv_heads * p.b,
-                         DECODE_THREADS, smem, split);
+  err = kernel_footprint(k.kernel, splits * p.num_kv_heads * p.b, DECODE_THREADS, k.smem, split);
   if (err != cudaSuccess) return err;
   const dim3 cg = combine_grid(p);
   return kernel_footprint(decode_attention_combine_kernel, p.b == 0 ? 0 : int(cg.x * cg.y),
@@ -598,6 +858,11 @@ cudaError_t preload_attention_kernels() {
        {preload_kernel(decode_attention_split_kernel),
         preload_kernel(decode_attention_combine_kernel), preload_kernel(prefill_attention_kernel)})
     if (err != cudaSuccess) return err;
+  for (int group : {1, 2, 4, 8})
+    for (int head_dim : {64, 128, 256}) {
+      const cudaError_t err = preload_kernel(decode_split_kernel(group, head_dim).kernel);
+      if (err != cudaSuccess) return err;
+    }
   return cudaSuccess;
 }
 

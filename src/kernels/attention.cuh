@@ -22,6 +22,10 @@ struct DecodeAttentionParams {
                                       // captured graph sees the length grow)
   bf16* out = nullptr;                // [b, num_heads * head_dim]
   float* workspace = nullptr;         // decode_attention_workspace_floats() floats
+  // Optional, [b * num_kv_heads], zero before the first launch and left zero by every launch that
+  // completes. When set, the CTA that finishes a (sequence, kv head) group's splits last merges
+  // them, and launch_decode_attention launches no combine kernel (one kernel boundary fewer).
+  uint32_t* done_counters = nullptr;
   int b = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, max_seq = 0;
   float scale = 1.0f;
   // Overlap CTA budgets (0 = defaults). max_split_ctas lowers the number of context splits (never

@@ -157,7 +157,8 @@ struct ConventionalExecutor::Impl {
   bf16* lm_in = nullptr;  // [max_batch, h]: the rows the LM head reads
   float* logits = nullptr;
   float* attn_ws = nullptr;
-  int32_t* tok_ids = nullptr;  // prefill inputs [max_tokens]
+  uint32_t* attn_done = nullptr;  // decode attention's merge counters (zero between launches)
+  int32_t* tok_ids = nullptr;     // prefill inputs [max_tokens]
   int32_t* tok_pos = nullptr;
   int32_t* tok_slot = nullptr;
 
@@ -279,6 +280,7 @@ struct ConventionalExecutor::Impl {
         ap.ctx_lens = ctx;
         ap.out = attn;
         ap.workspace = attn_ws;
+        ap.done_counters = attn_done;
         ap.b = t;
         ap.num_heads = cfg.num_heads;
         ap.num_kv_heads = cfg.num_kv_heads;
@@ -951,6 +953,10 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   s.attn_ws = s.mem.alloc_array<float>(
       "attention workspace",
       decode_attention_workspace_floats(opt.max_batch, cfg.num_heads, cfg.head_dim, opt.max_seq));
+  const size_t n_done = static_cast<size_t>(opt.max_batch) * cfg.num_kv_heads;
+  s.attn_done = s.mem.alloc_array<uint32_t>("attention merge counters", n_done);
+  MEGAOPS_CUDA_CHECK(cudaMemset(s.attn_done, 0, n_done * sizeof(uint32_t)));
+  MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());  // the executor's stream does not wait for memsets
   s.tok_ids = s.mem.alloc_array<int32_t>("prefill ids", T);
   s.tok_pos = s.mem.alloc_array<int32_t>("prefill positions", T);
   s.tok_slot = s.mem.alloc_array<int32_t>("prefill slots", T);

@@ -61,11 +61,14 @@ std::vector<uint16_t> random_q(size_t n, std::mt19937_64& rng) {
   return testing::to_bf16_bits(testing::random_floats(n, -5, 5, rng));
 }
 
+// fused: the split kernel merges its own partials through done counters (the executor's path);
+// otherwise the separate combine kernel does (the overlap step's path).
 void run_decode(const Shape& s, const std::vector<int>& ctx_lens, int max_seq, bool pdl,
-                std::mt19937_64& rng, int spare_slots = 2) {
+                std::mt19937_64& rng, int spare_slots = 2, bool fused = true) {
   const int b = static_cast<int>(ctx_lens.size()), hd = s.head_dim;
   SCOPED_TRACE(shape_name(s) + " b=" + std::to_string(b) + " max_seq=" + std::to_string(max_seq) +
-               " ctx0=" + std::to_string(ctx_lens[0]) + " pdl=" + std::to_string(pdl));
+               " ctx0=" + std::to_string(ctx_lens[0]) + " pdl=" + std::to_string(pdl) +
+               " fused=" + std::to_string(fused));
   // Slots: a shuffled subset of a larger cache, so the slot indirection is exercised.
   const int max_batch = b + spare_slots;
   std::vector<int32_t> slots(max_batch);
@@ -84,6 +87,8 @@ void run_decode(const Shape& s, const std::vector<int>& ctx_lens, int max_seq, b
   DeviceBuffer<int32_t> d_slots(b), d_ctx(b);
   const size_t ws_n = decode_attention_workspace_floats(b, s.num_heads, hd, max_seq);
   DeviceBuffer<float> d_ws(ws_n);
+  DeviceBuffer<uint32_t> d_done(static_cast<size_t>(b) * s.num_kv_heads);
+  d_done.upload(std::vector<uint32_t>(static_cast<size_t>(b) * s.num_kv_heads, 0u));
   d_q.upload(q_bits);
   d_k.upload(cache.k_bits);
   d_v.upload(cache.v_bits);
@@ -99,6 +104,7 @@ void run_decode(const Shape& s, const std::vector<int>& ctx_lens, int max_seq, b
   p.ctx_lens = d_ctx.ptr;
   p.out = reinterpret_cast<bf16*>(d_out.ptr);
   p.workspace = ws_n ? d_ws.ptr : nullptr;
+  p.done_counters = fused ? d_done.ptr : nullptr;
   p.b = b;
   p.num_heads = s.num_heads;
   p.num_kv_heads = s.num_kv_heads;
@@ -129,19 +135,24 @@ void run_decode(const Shape& s, const std::vector<int>& ctx_lens, int max_seq, b
                 2e-2)
           << "sequence " << i << " ctx " << ctx_lens[i] << " rep " << rep;
     }
+    // The merge counters must be back at zero for the next launch.
+    for (uint32_t c : d_done.download()) ASSERT_EQ(c, 0u) << "rep " << rep;
   }
 }
 
 TEST(DecodeAttention, MatchesReference) {
   MEGAOPS_REQUIRE_GPU();
   std::mt19937_64 rng(testing::test_seed());
-  const Shape shapes[] = {{1, 1, 64},  {8, 2, 128}, {32, 4, 128},
-                          {8, 8, 256}, {4, 1, 32},  {16, 2, 256}};
+  // Groups 1..8 take the warp-parallel kernel (head_dim 32..256 over 8, 16 and 32 lanes per key,
+  // group 5 and 3 padded to 8 and 4), groups 16 and 64 the tiled one.
+  const Shape shapes[] = {{1, 1, 64},   {8, 2, 128},  {32, 4, 128}, {8, 8, 256}, {4, 1, 32},
+                          {16, 2, 256}, {40, 8, 128}, {6, 2, 96},   {64, 4, 64}, {64, 1, 128}};
   for (const auto& s : shapes)
     for (bool pdl : {false, true}) {
-      for (int ctx : {1, 7, 100, 1000, 5000}) run_decode(s, {ctx}, 5000, pdl, rng);
+      for (int ctx : {1, 7, 100, 128, 129, 1000, 5000}) run_decode(s, {ctx}, 5000, pdl, rng);
       run_decode(s, {1, 1000, 5000}, 8192, pdl, rng);
       run_decode(s, {257, 64, 300}, 8192, pdl, rng);  // just past one chunk, exact tile multiple
+      run_decode(s, {3000, 130, 1}, 8192, pdl, rng, 2, /*fused=*/false);
     }
 }
 
