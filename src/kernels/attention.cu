@@ -130,13 +130,14 @@ size_t decode_smem_bytes(int group, int head_dim) {
          sizeof(float) * (static_cast<size_t>(group) * head_dim + group * DECODE_TILE + 3 * group);
 }
 
-__device__ void decode_merge_if_last(const DecodeAttentionParams& p, int splits, int bi,
-                                     int kv_head, int n_active);
+__device__ __forceinline__ void decode_merge_if_last(const DecodeAttentionParams& p, int splits,
+                                                     int bi, int kv_head, int n_active);
 
 // One tile = (sequence bi, kv head, split). Must be called by all DECODE_THREADS threads with
 // decode_smem_bytes() of dynamic shared memory at `smem` (16-byte aligned).
-__device__ void decode_attention_split(const DecodeAttentionParams& p, int splits, int bi,
-                                       int kv_head, int split, unsigned char* smem) {
+__device__ __forceinline__ void decode_attention_split(const DecodeAttentionParams& p, int splits,
+                                                       int bi, int kv_head, int split,
+                                                       unsigned char* smem) {
   const int tid = threadIdx.x;
   const int hd = p.head_dim, half = hd / 2;
   const int group = p.num_heads / p.num_kv_heads;
@@ -283,8 +284,8 @@ __device__ void decode_attention_split(const DecodeAttentionParams& p, int split
 // Merges the partials of the active splits for query heads [head0, head0 + nheads) of sequence
 // bi; the calling CTA's threads stride over (head, dim). Partials are read with ordinary loads:
 // in the fused path another CTA wrote them during this launch (see decode_merge_if_last).
-__device__ void decode_combine_heads(const DecodeAttentionParams& p, int splits, int bi, int head0,
-                                     int nheads, int n_active) {
+__device__ __forceinline__ void decode_combine_heads(const DecodeAttentionParams& p, int splits,
+                                                     int bi, int head0, int nheads, int n_active) {
   const int hd = p.head_dim;
   const float* ws_o = p.workspace;
   const float* ws_ml = p.workspace + static_cast<int64_t>(p.b) * p.num_heads * splits * hd;
@@ -304,8 +305,8 @@ __device__ void decode_combine_heads(const DecodeAttentionParams& p, int splits,
 }
 
 // One tile = (sequence bi, query head h): merges the partials of the active splits.
-__device__ void decode_attention_combine(const DecodeAttentionParams& p, int splits, int bi,
-                                         int head) {
+__device__ __forceinline__ void decode_attention_combine(const DecodeAttentionParams& p, int splits,
+                                                         int bi, int head) {
   const int ctx = min(p.ctx_lens[bi], p.max_seq);
   const DecodeSplitPlan plan = decode_split_plan(ctx, splits);
   if (plan.n_active <= 1) return;  // written directly by the split kernel
@@ -318,8 +319,8 @@ __device__ void decode_attention_combine(const DecodeAttentionParams& p, int spl
 // orders the CTA's partial writes before thread 0's acq_rel add (cumulativity publishes them);
 // the last adder's acquire reads the release sequence of every earlier add, and the second
 // barrier extends that to the CTA's other threads.
-__device__ void decode_merge_if_last(const DecodeAttentionParams& p, int splits, int bi,
-                                     int kv_head, int n_active) {
+__device__ __forceinline__ void decode_merge_if_last(const DecodeAttentionParams& p, int splits,
+                                                     int bi, int kv_head, int n_active) {
   __shared__ int is_last;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -343,8 +344,9 @@ __device__ void decode_merge_if_last(const DecodeAttentionParams& p, int splits,
 // over the slot's lanes with xor shuffles, which every lane executes (the loop bounds are
 // warp-uniform; a lane past the chunk end contributes zeros and skips the update).
 template <int GMAX, int LPK>
-__device__ void decode_attention_fast(const DecodeAttentionParams& p, int splits, int bi,
-                                      int kv_head, int split, unsigned char* smem) {
+__device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParams& p, int splits,
+                                                      int bi, int kv_head, int split,
+                                                      unsigned char* smem) {
   constexpr int NWARPS = DECODE_THREADS / 32;
   constexpr int SLOTS = 32 / LPK;
   constexpr int STEP = NWARPS * SLOTS;  // keys per CTA step
@@ -355,9 +357,20 @@ __device__ void decode_attention_fast(const DecodeAttentionParams& p, int splits
   const int dim0 = sub * 8;
   const bool has_dims = dim0 < hd;
 
-  const int ctx = min(p.ctx_lens[bi], p.max_seq);
-  const DecodeSplitPlan plan = decode_split_plan(ctx, splits);
+  // The context length, the cache slot and this lane's q slice are independent loads: all three
+  // are issued before the first is used.
+  const int ctx_raw = p.ctx_lens[bi];
+  const int64_t slot = p.slots[bi];
   const int head0 = kv_head * group;
+  const bf16* qp = p.q + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd + dim0;
+  uint4 qraw[GMAX];
+#pragma unroll
+  for (int g = 0; g < GMAX; ++g) {
+    qraw[g] = make_uint4(0u, 0u, 0u, 0u);
+    if (g < group && has_dims) qraw[g] = *reinterpret_cast<const uint4*>(qp + g * hd);
+  }
+  const int ctx = min(ctx_raw, p.max_seq);
+  const DecodeSplitPlan plan = decode_split_plan(ctx, splits);
   bf16* out = p.out + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd;
   if (plan.n_active == 0) {
     // An empty context has no keys to attend to: defined as a zero output.
@@ -368,21 +381,14 @@ __device__ void decode_attention_fast(const DecodeAttentionParams& p, int splits
   if (split >= plan.n_active) return;
   const int key_begin = split * plan.chunk;
   const int key_end = min(ctx, key_begin + plan.chunk);
-  const int64_t slot = p.slots[bi];
 
   float q[GMAX][8];
   const float q_scale = p.scale * LOG2E;
-  const bf16* qp = p.q + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd + dim0;
 #pragma unroll
   for (int g = 0; g < GMAX; ++g) {
-    if (g < group && has_dims) {
-      bf16x8_to_float(*reinterpret_cast<const uint4*>(qp + g * hd), q[g]);
+    bf16x8_to_float(qraw[g], q[g]);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) q[g][i] *= q_scale;
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) q[g][i] = 0.0f;
-    }
+    for (int i = 0; i < 8; ++i) q[g][i] *= q_scale;
   }
   float m[GMAX], l[GMAX], acc[GMAX][8];
 #pragma unroll
@@ -410,6 +416,8 @@ __device__ void decode_attention_fast(const DecodeAttentionParams& p, int splits
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
+      // Warp-uniform: no slot of this warp has a key left (short contexts stop after one step).
+      if (base + u * STEP >= key_end) break;
       float kf[8];
       bf16x8_to_float(kr[u], kf);
       float s[GMAX];

@@ -88,20 +88,23 @@ __device__ __forceinline__ uint32_t linear_block_index() {
 }
 
 // The slow path of a wait past its deadline: fill the error record (first timed-out thread on the
-// device wins the claim) and trap. Never returns. Kept out of line so the waiting loop stays small.
-inline __device__ __noinline__ void watchdog_trip(const WatchdogParams& wd, const WaitSite& site,
-                                                  uint32_t target, uint32_t observed,
-                                                  uint64_t elapsed_ns) {
+// device wins the claim) and trap. Never returns. Kept out of line so the waiting loop stays small,
+// and it takes scalars only: a reference into a kernel's parameter struct would make the compiler
+// copy the whole struct to local memory at kernel entry and read every field from there (measured
+// on the H200: a 208-byte stack frame in every hooked kernel, each pointer read an L2 round trip).
+inline __device__ __noinline__ void watchdog_trip(DeviceErrorRecord* record, uint32_t* claim,
+                                                  uint32_t op, uint32_t tile, uint32_t target,
+                                                  uint32_t observed, uint64_t elapsed_ns) {
   // Claim states: 0 free, 1 being written, 2 written (visible to the host).
   constexpr uint32_t CLAIM_WRITING = 1;
   constexpr uint32_t CLAIM_DONE = 2;
   // Upper bound on how long a loser waits for the winner before trapping anyway.
   constexpr uint64_t LOSER_WAIT_NS = 10000000;  // 10 ms
-  if (wd.record != nullptr && wd.claim != nullptr) {
-    if (atom_cas_relaxed_gpu(wd.claim, 0, CLAIM_WRITING) == 0) {
-      DeviceErrorRecord* r = wd.record;
-      st_relaxed_sys(&r->op, site.op);
-      st_relaxed_sys(&r->tile, site.tile);
+  if (record != nullptr && claim != nullptr) {
+    if (atom_cas_relaxed_gpu(claim, 0, CLAIM_WRITING) == 0) {
+      DeviceErrorRecord* r = record;
+      st_relaxed_sys(&r->op, op);
+      st_relaxed_sys(&r->tile, tile);
       st_relaxed_sys(&r->expected, target);
       st_relaxed_sys(&r->observed, observed);
       st_relaxed_sys(&r->block, linear_block_index());
@@ -110,12 +113,12 @@ inline __device__ __noinline__ void watchdog_trip(const WatchdogParams& wd, cons
       st_release_sys(&r->flag, WATCHDOG_TRIPPED);
       // Make the record reach host memory before anything after this point, the trap included.
       fence_sc_sys();
-      st_relaxed_gpu(wd.claim, CLAIM_DONE);
+      st_relaxed_gpu(claim, CLAIM_DONE);
     } else {
       // Another thread is writing the record. A trap here would kill the grid (and maybe that
       // writer) before the record is complete, so let it finish first.
       const uint64_t start = globaltimer_ns();
-      while (ld_relaxed_gpu(wd.claim) != CLAIM_DONE && globaltimer_ns() - start < LOSER_WAIT_NS)
+      while (ld_relaxed_gpu(claim) != CLAIM_DONE && globaltimer_ns() - start < LOSER_WAIT_NS)
         sleep_ns(1000);
     }
   }
@@ -143,7 +146,8 @@ __device__ __forceinline__ bool tile_wait(const uint32_t* counter, uint32_t targ
     sleep = sleep * 2 < TILE_WAIT_SLEEP_MAX_NS ? sleep * 2 : TILE_WAIT_SLEEP_MAX_NS;
     if (wd.timeout_ns != 0) {
       const uint64_t elapsed = globaltimer_ns() - start;
-      if (elapsed > wd.timeout_ns) detail::watchdog_trip(wd, site, target, observed, elapsed);
+      if (elapsed > wd.timeout_ns)
+        detail::watchdog_trip(wd.record, wd.claim, site.op, site.tile, target, observed, elapsed);
     }
   }
 }
@@ -199,7 +203,7 @@ __host__ __device__ inline uint32_t random_delay_ns(const DelayParams& d, uint64
 
 // Waits a pseudo-random time in [0, max_delay_ns] determined by (seed, site). Threads of a CTA that
 // pass the same site wait about the same time, so it can be called by all threads or by one.
-__device__ inline void random_delay(const DelayParams& d, uint64_t site) {
+__device__ __forceinline__ void random_delay(const DelayParams& d, uint64_t site) {
   if (d.max_delay_ns == 0) return;
   spin_for_ns(random_delay_ns(d, site));
 }
