@@ -2,9 +2,9 @@
 # Everything that needs the GPU, in one run (device time is scarce): GPU unit tests, full-model
 # logits against HF transformers on the same GPU, and the decode benchmark. Binaries come prebuilt
 # in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
-#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ncu] [sanitize]
+#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ab] [ncu] [sanitize]
 #   (default: tests overlap hf bench)
-# `tests` runs every GPU test except the overlap executor's, which `overlap` runs under a time
+# `ab` benchmarks other builds (AB_BINS) beside this one. `tests` runs every GPU test except the overlap executor's, which `overlap` runs under a time
 # limit (a hang there must not eat the device call) together with the overlap benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -81,10 +81,24 @@ if want sanitize; then
   done
 fi
 if want profile; then
-  for preset in ${PROFILE_PRESETS:-llama3.2-1b}; do
+  for preset in ${PROFILE_PRESETS:-llama3.2-1b llama3.1-8b}; do
     log "profile $preset"
     "$BIN/megaops" profile --preset "$preset" --batch 1 --json "$OUT/profile_$preset.json" \
       2>/dev/null || status=1
+  done
+fi
+
+# A/B in one run: the same benchmark with other builds' CLIs (AB_BINS="name:dir ..."), so a change
+# is compared against its baseline on the same machine, minutes apart.
+if want ab; then
+  for entry in ${AB_BINS:-}; do
+    name=${entry%%:*}
+    dir=${entry#*:}
+    for preset in ${AB_PRESETS:-llama3.2-1b llama3.1-8b}; do
+      log "A/B bench $name ($(cat "$dir/GIT_SHA" 2>/dev/null)): $preset"
+      "$dir/megaops" bench --preset "$preset" --batch ${AB_BATCHES:-1} --prompt 32 --gen 128 \
+        --repeats 3 --pdl both --json "$OUT/ab_${name}_$preset.json" || status=1
+    done
   done
 fi
 
