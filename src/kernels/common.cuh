@@ -30,42 +30,6 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// ---- L2 prefetch of weights (decode is weight-streaming bound) ----
-//
-// cp.async.bulk.prefetch.L2 (sm_90+) asks L2 to fetch a contiguous byte range from HBM and returns
-// at once: no registers, no completion to wait for, a hint that cannot change results. Only for
-// memory no running kernel writes (weights). A kernel uses it before pdl_wait() to start the HBM
-// stream of its own weights (or of the next op's) while its inputs are still being produced.
-
-// A byte range to prefetch; ptr 16-byte aligned and bytes a multiple of 16 (any weight matrix of
-// 16-byte rows qualifies). bytes = 0: nothing.
-struct L2Prefetch {
-  const void* ptr = nullptr;
-  uint64_t bytes = 0;
-};
-
-constexpr uint64_t L2_PREFETCH_CHUNK = 32768;  // bytes per prefetch instruction
-
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
-// This worker's share (worker of workers, e.g. the grid's threads) of a prefetch, in chunks.
-__device__ __forceinline__ void prefetch_l2_share(const L2Prefetch& r, uint64_t worker,
-                                                  uint64_t workers) {
-  const char* base = static_cast<const char*>(r.ptr);
-  for (uint64_t off = worker * L2_PREFETCH_CHUNK; off < r.bytes; off += workers * L2_PREFETCH_CHUNK)
-    prefetch_l2_bulk(base + off,
-                     static_cast<uint32_t>(r.bytes - off < L2_PREFETCH_CHUNK ? r.bytes - off
-                                                                             : L2_PREFETCH_CHUNK));
-}
-
-// Whether kernels issue L2 weight prefetches: MEGAOPS_L2_PREFETCH=0 turns them off (A/B
-// measurements), 1 or unset leaves them on. Read once; a bad value throws InputError.
-bool l2_prefetch_enabled();
-
 // Where and how to launch: every launcher's params end in one of these.
 struct LaunchOptions {
   cudaStream_t stream = nullptr;

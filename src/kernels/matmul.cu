@@ -81,7 +81,6 @@ struct SmallMArgs {
   void* y;        // [m, ldy]
   int64_t ldy;
   int m, n, k;
-  bool prefetch;  // L2-prefetch each tile's weight rows ahead of the register loads
   TileSync sync;
 };
 
@@ -226,16 +225,6 @@ __device__ __forceinline__ void small_m_tile(const SmallMArgs& a, int tile, int 
   __syncthreads();
 }
 
-// L2 prefetch of the weight rows of `tile`, spread over the CTA's threads.
-__device__ __forceinline__ void small_m_prefetch_tile(const SmallMArgs& a, int tile) {
-  const int row0 = tile * TILE_ROWS;
-  const int rows = min(TILE_ROWS, a.n - row0);
-  L2Prefetch r;
-  r.ptr = a.w + static_cast<int64_t>(row0) * a.k;
-  r.bytes = static_cast<uint64_t>(rows) * a.k * sizeof(bf16);
-  prefetch_l2_share(r, threadIdx.x, blockDim.x);
-}
-
 template <int NB, typename OutT>
 __global__ void __launch_bounds__(SMALL_M_THREADS, SmallMConfig<NB>::MIN_BLOCKS)
     matmul_small_m_kernel(SmallMArgs a) {
@@ -247,18 +236,11 @@ __global__ void __launch_bounds__(SMALL_M_THREADS, SmallMConfig<NB>::MIN_BLOCKS)
   // The first weights stream while the predecessor finishes; x is its output, so it waits (for
   // the previous kernel under PDL, or for the producer's counter in the overlap step). x is then
   // read with ordinary loads (small_m_tile), never through the non-coherent path.
-  //
-  // The register loads keep one group (U k-blocks) per warp in flight, so a tile's k range is
-  // walked in num_groups dependent DRAM round trips. The bulk L2 prefetch of the tile's whole
-  // 16-row slab (contiguous: rows of W are consecutive) starts all of them at once; the register
-  // loads then mostly hit L2. Each tile also prefetches the CTA's next one.
-  if (a.prefetch) small_m_prefetch_tile(a, tile);
   small_m_load_weights<NB>(a, tile, 0, wg);
   tile_sync_wait(a.sync, step);
   pdl_launch_dependents();
   for (; tile < num_tiles; tile += gridDim.x) {
     const int next = tile + static_cast<int>(gridDim.x);
-    if (a.prefetch && next < num_tiles) small_m_prefetch_tile(a, next);
     small_m_tile<NB, OutT>(a, tile, next < num_tiles ? next : -1, wg, red);
   }
   // One signal per CTA after its last tile: consumers of v0 wait for the whole tensor anyway.
@@ -408,16 +390,6 @@ MatmulContext::MatmulContext() {
   }
 }
 
-bool l2_prefetch_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("MEGAOPS_L2_PREFETCH");
-    if (v == nullptr || std::string(v).empty() || std::string(v) == "1") return true;
-    if (std::string(v) == "0") return false;
-    throw InputError(std::string("MEGAOPS_L2_PREFETCH: expected 0 or 1, found '") + v + "'");
-  }();
-  return enabled;
-}
-
 MatmulContext::~MatmulContext() {
   cudaFree(workspace_);
   cublasLtDestroy(handle_);
@@ -461,7 +433,7 @@ cudaError_t small_m_dispatch(const MatmulParams& p, KernelFootprint* footprint) 
           cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
       err != cudaSuccess)
     return err;
-  const SmallMArgs a{p.x, p.ldx, p.w, p.y, p.ldy, p.m, p.n, p.k, l2_prefetch_enabled(), p.sync};
+  const SmallMArgs a{p.x, p.ldx, p.w, p.y, p.ldy, p.m, p.n, p.k, p.sync};
   return p.y_dtype == DType::F32
              ? launch_small_m_for_m<float>(a, sm_count, p.max_ctas, p.launch, footprint)
              : launch_small_m_for_m<bf16>(a, sm_count, p.max_ctas, p.launch, footprint);

@@ -97,8 +97,6 @@ __global__ void __launch_bounds__(RMSNORM_THREADS) add_rmsnorm_kernel(AddRmsNorm
   // residual and delta are both written by predecessors; only the norm weight is constant, and it
   // is read late enough that prefetching it would buy nothing. Both are read and written with
   // ordinary loads/stores (coherent: safe after the overlap step's acquire).
-  prefetch_l2_share(p.next_weights, static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-                    static_cast<uint64_t>(gridDim.x) * blockDim.x);
   const uint32_t step = tile_sync_step(p.sync);
   tile_sync_wait(p.sync, step);
   pdl_launch_dependents();
@@ -125,8 +123,6 @@ cudaError_t preload_rmsnorm_kernels() {
 
 cudaError_t launch_add_rmsnorm(const AddRmsNormParams& p) {
   if (p.rows < 0 || p.n <= 0 || p.n % 8 != 0 || !(p.eps >= 0.0f)) return cudaErrorInvalidValue;
-  if (p.next_weights.bytes % 16 != 0 || (p.next_weights.bytes && !aligned16(p.next_weights.ptr)))
-    return cudaErrorInvalidValue;
   if (p.rows == 0) return cudaSuccess;
   if (!p.residual || !aligned16(p.residual)) return cudaErrorInvalidValue;
   if (p.delta && p.delta_f32) return cudaErrorInvalidValue;  // at most one delta

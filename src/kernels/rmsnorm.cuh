@@ -19,9 +19,6 @@ struct AddRmsNormParams {
   bf16* out = nullptr;               // [rows, n]; may be null (only the residual update)
   int rows = 0, n = 0;
   float eps = 1e-5f;
-  // Weights of the op after this one, L2-prefetched before this kernel waits for its input (the
-  // next matmul's HBM stream starts a kernel early). Optional.
-  L2Prefetch next_weights;
   TileSync sync;  // overlap hooks (kernels/tile_sync.cuh); one CTA per row, one signal per CTA
   LaunchOptions launch;
 };

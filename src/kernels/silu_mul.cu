@@ -64,8 +64,6 @@ __device__ void silu_mul_vec(const SiluMulParams& p, int64_t vec) {
 
 template <typename T>
 __global__ void silu_mul_kernel(SiluMulParams p) {
-  prefetch_l2_share(p.next_weights, static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-                    static_cast<uint64_t>(gridDim.x) * blockDim.x);
   const uint32_t step = tile_sync_step(p.sync);
   tile_sync_wait(p.sync, step);
   pdl_launch_dependents();
@@ -107,8 +105,6 @@ cudaError_t launch_silu_mul(const SiluMulParams& p) {
   if (p.m < 0 || p.inter <= 0 || p.inter % 8 != 0) return cudaErrorInvalidValue;
   if (p.m == 0) return cudaSuccess;
   if ((p.gate_up != nullptr) == (p.gate_up_f32 != nullptr)) return cudaErrorInvalidValue;
-  if (p.next_weights.bytes % 16 != 0 || (p.next_weights.bytes && !aligned16(p.next_weights.ptr)))
-    return cudaErrorInvalidValue;
   if (!p.out || !aligned16(p.out) || (p.gate_up && !aligned16(p.gate_up)) ||
       (p.gate_up_f32 && !aligned16(p.gate_up_f32)))
     return cudaErrorInvalidValue;

@@ -15,10 +15,7 @@ struct SiluMulParams {
   bf16* out = nullptr;                 // [m, inter]
   int m = 0, inter = 0;
   int max_ctas = 0;  // grid cap (0 = default); the grid-stride loop covers the rest
-  // Weights of the op after this one, L2-prefetched before this kernel waits for its input (the
-  // next matmul's HBM stream starts a kernel early). Optional.
-  L2Prefetch next_weights;
-  TileSync sync;  // overlap hooks (kernels/tile_sync.cuh); one signal per CTA
+  TileSync sync;     // overlap hooks (kernels/tile_sync.cuh); one signal per CTA
   LaunchOptions launch;
 };
 

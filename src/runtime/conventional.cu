@@ -218,21 +218,9 @@ struct ConventionalExecutor::Impl {
     check(mm->run(p), op);
   }
 
-  // The first bytes of the next op's weights, for a decode step's small kernels to L2-prefetch
-  // ahead of a matmul (kernels/common.cuh). Empty for prefill (compute bound) or when disabled.
-  L2Prefetch prefetch_of(const bf16* w, size_t elems, bool decode) const {
-    constexpr uint64_t BYTES = 8u << 20;  // one 32 KiB chunk per thread of a 256-thread CTA
-    L2Prefetch r;
-    if (!decode || !l2_prefetch_enabled()) return r;
-    r.ptr = w;
-    r.bytes = std::min<uint64_t>(BYTES, elems * sizeof(bf16)) / 16 * 16;
-    return r;
-  }
-
   void add_rmsnorm(const float* delta_in, const bf16* w, bf16* out, int rows, bool pdl,
-                   const char* op, L2Prefetch next = {}) {
+                   const char* op) {
     AddRmsNormParams p;
-    p.next_weights = next;
     p.residual = residual;
     p.delta_f32 = delta_in;
     p.weight = w;
@@ -262,8 +250,7 @@ struct ConventionalExecutor::Impl {
     for (int l = 0; l < cfg.num_layers; ++l) {
       current_layer = l;
       const LayerWeights& L = layers[l];
-      add_rmsnorm(l == 0 ? nullptr : delta, L.ln1, normed, t, pdl, "input_layernorm",
-                  prefetch_of(L.wqkv, static_cast<size_t>(qd + 2 * kvd) * h, decode));
+      add_rmsnorm(l == 0 ? nullptr : delta, L.ln1, normed, t, pdl, "input_layernorm");
       matmul(normed, L.wqkv, qkv, DType::F32, t, qd + 2 * kvd, h, pdl, "qkv_proj");
       QkvRopeParams rp;
       rp.qkv_f32 = qkv;
@@ -320,15 +307,13 @@ struct ConventionalExecutor::Impl {
         check(launch_prefill_attention(ap), "prefill_attention");
       }
       matmul(attn, L.wo, delta, DType::F32, t, h, qd, pdl, "o_proj");
-      add_rmsnorm(delta, L.ln2, normed, t, pdl, "post_attention_layernorm",
-                  prefetch_of(L.wgu, static_cast<size_t>(2 * inter) * h, decode));
+      add_rmsnorm(delta, L.ln2, normed, t, pdl, "post_attention_layernorm");
       matmul(normed, L.wgu, gu, DType::F32, t, 2 * inter, h, pdl, "gate_up_proj");
       SiluMulParams sp;
       sp.gate_up_f32 = gu;
       sp.out = act;
       sp.m = t;
       sp.inter = inter;
-      sp.next_weights = prefetch_of(L.wdown, static_cast<size_t>(h) * inter, decode);
       sp.launch = launch(pdl);
       check(launch_silu_mul(sp), "silu_mul");
       matmul(act, L.wdown, delta, DType::F32, t, h, inter, pdl, "down_proj");
@@ -355,8 +340,7 @@ struct ConventionalExecutor::Impl {
 
   void record_decode_step(int b, bool pdl) {
     run_layers(b, dec_tokens, dec_pos, dec_slots, dec_ctx, /*decode=*/true, pdl);
-    add_rmsnorm(delta, final_norm, normed, b, pdl, "final_norm",
-                prefetch_of(lm_head, static_cast<size_t>(cfg.vocab_size) * cfg.hidden_size, true));
+    add_rmsnorm(delta, final_norm, normed, b, pdl, "final_norm");
     lm_head_and_sample(normed, b, pdl);
     StepAdvanceParams ap;
     ap.positions = dec_pos;
