@@ -4,7 +4,7 @@
 # in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
 #   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ab] [ncu] [sanitize]
 #   (default: tests overlap hf bench)
-# `ab` benchmarks other builds (AB_BINS) beside this one. `tests` runs every GPU test except the overlap executor's, which `overlap` runs under a time
+# `ab` benchmarks other builds (AB_BINS) or settings (AB_ENVS) beside this one. `tests` runs every GPU test except the overlap executor's, which `overlap` runs under a time
 # limit (a hang there must not eat the device call) together with the overlap benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +43,7 @@ if want overlap; then
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran|Watchdog|watchdog" "$OUT/overlap_tests.log" | tail -40
   for preset in ${OVERLAP_PRESETS:-llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b}; do
     log "bench overlap vs conventional: $preset"
-    timeout -k 5 120 "$BIN/megaops" bench --preset "$preset" --batch ${BENCH_BATCHES:-1,8,32} \
+    timeout -k 5 120 "$BIN/megaops" bench --preset "$preset" --batch ${OVERLAP_BATCHES:-1,8} \
       --prompt 32 --gen 128 --repeats 3 --pdl both --backend both \
       --json "$OUT/bench_overlap_$preset.json" || status=1
   done
@@ -100,6 +100,16 @@ if want ab; then
         --repeats 3 --pdl both --json "$OUT/ab_${name}_$preset.json" || status=1
     done
   done
+  # AB_ENVS="name:VAR=value ...": this build under another environment setting.
+  for entry in ${AB_ENVS:-}; do
+    name=${entry%%:*}
+    setting=${entry#*:}
+    for preset in ${AB_PRESETS:-llama3.2-1b llama3.1-8b}; do
+      log "A/B bench $name ($setting): $preset"
+      env "$setting" "$BIN/megaops" bench --preset "$preset" --batch ${AB_BATCHES:-1} --prompt 32 \
+        --gen 128 --repeats 3 --pdl both --json "$OUT/ab_${name}_$preset.json" || status=1
+    done
+  done
 fi
 
 if want ncu; then
@@ -112,7 +122,11 @@ if want ncu; then
   grep -E "Duration|Grid Size|Registers|Memory Throughput|Achieved Occupancy" "$OUT/ncu_attention.txt"
 fi
 
-# The device tool brings back at most 8 files: everything also goes into one archive.
-tar czf /tmp/gpu_results.tgz -C "$OUT" . && mv /tmp/gpu_results.tgz "$OUT/"
+# The device tool brings back at most 8 files: everything goes into one archive, and only the
+# archive and the small summaries stay in $OUT. (The caller's run.log, if it writes one into $OUT,
+# is still being written: it is left in place and comes back beside the archive.)
 log "done, status $status"
+tar czf /tmp/gpu_results.tgz -C "$OUT" --exclude=run.log . &&
+  find "$OUT" -maxdepth 1 -type f ! -name run.log ! -name gpu.txt -delete &&
+  mv /tmp/gpu_results.tgz "$OUT/"
 exit $status
