@@ -71,11 +71,11 @@ fi
 
 # Sanitizers slow kernels down by orders of magnitude: leave out the tests that sweep large shapes
 # or run thousands of trials; every kernel is still covered by its small-shape tests.
-SANITIZE_DEFAULT='-DecodeAttention.LongContext:DecodeAttention.LargeBatch:PrefillAttention.MatchesReference:TileSemaphore.ProducerConsumerRandomized:TileSemaphore.GraphReplaysOnMonotonicCounters:TileSemaphoreDeathTest.*:MatmulTest.SmallMMatchesReferenceOnAwkwardShapes:MatmulTest.CublasLtMatchesReferenceOnAwkwardShapes:Sample.SampledMatchesReference'
+SANITIZE_DEFAULT='-DecodeAttention.LongContext:DecodeAttention.LargeBatch:PrefillAttention.MatchesReference:TileSemaphore.ProducerConsumerRandomized:TileSemaphore.GraphReplaysOnMonotonicCounters:TileSemaphoreDeathTest.*:MatmulTest.SmallMMatchesReferenceOnAwkwardShapes:MatmulTest.CublasLtMatchesReferenceOnAwkwardShapes:Sample.SampledMatchesReference:Overlap.TenThousandReplays:Overlap.RandomDelays:OverlapDeathTest.*'
 if want sanitize; then
   for tool in memcheck racecheck synccheck; do
     log "compute-sanitizer $tool"
-    compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/megaops_gpu_tests" \
+    timeout -k 5 ${SANITIZE_LIMIT:-600} compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/megaops_gpu_tests" \
       --gtest_filter="${SANITIZE_FILTER:-$SANITIZE_DEFAULT}" >"$OUT/sanitize_$tool.log" 2>&1 || status=1
     tail -3 "$OUT/sanitize_$tool.log"
   done

@@ -64,16 +64,13 @@ constexpr int KBLOCK = 32;     // k covered by one 16-byte load of each of 4 lan
 constexpr int RED_STRIDE = 20;
 
 // Compile-time shape of one instantiation; NB = number of 8-wide batch blocks (m <= 8 * NB).
-// UW = k-blocks loaded per group (U): larger NB holds more accumulators, so it gets fewer weight
-// registers. For NB <= 2 there are two variants: U = 4 at 3 CTAs per SM (85 registers) and U = 8
-// at 2 CTAs per SM, twice the loads in flight per warp and half the dependent round trips per
-// tile. The launcher takes U = 8 when every tile gets its own CTA at 2 per SM (8B O: 256 tiles for
-// 264 slots; with U = 4 its four round trips per k = 4096 tile ran at 2.2 TB/s), else U = 4.
-template <int NB, int UW>
+template <int NB>
 struct SmallMConfig {
-  static constexpr int U = UW;
+  // k-blocks loaded per group: larger NB holds more accumulators, so it gets fewer weight
+  // registers.
+  static constexpr int U = NB <= 4 ? 4 : 2;
   // Resident CTAs per SM promised by __launch_bounds__ (caps registers at 85 resp. 128).
-  static constexpr int MIN_BLOCKS = NB <= 2 && UW <= 4 ? 3 : 2;
+  static constexpr int MIN_BLOCKS = NB <= 2 ? 3 : 2;
   static constexpr int RED_FLOATS = SMALL_M_WARPS * NB * 8 * RED_STRIDE;
 };
 
@@ -118,25 +115,25 @@ __device__ __forceinline__ int small_m_num_tiles(const SmallMArgs& a) {
 }
 
 // Groups per warp per tile; the same for every warp (a warp past the end of k loads zeros).
-template <int NB, int UW>
+template <int NB>
 __device__ __forceinline__ int small_m_num_groups(const SmallMArgs& a) {
-  constexpr int GROUP_K = SMALL_M_WARPS * SmallMConfig<NB, UW>::U * KBLOCK;
+  constexpr int GROUP_K = SMALL_M_WARPS * SmallMConfig<NB>::U * KBLOCK;
   return (a.k + GROUP_K - 1) / GROUP_K;
 }
 
 // k offset of this lane's 8 elements in block u of `group` for warp `warp`. A warp's U blocks are
 // contiguous, so each row is read in runs of U * 64 bytes.
-template <int NB, int UW>
+template <int NB>
 __device__ __forceinline__ int small_m_k_offset(int group, int warp, int u, int t) {
-  return ((group * SMALL_M_WARPS + warp) * SmallMConfig<NB, UW>::U + u) * KBLOCK + t * 8;
+  return ((group * SMALL_M_WARPS + warp) * SmallMConfig<NB>::U + u) * KBLOCK + t * 8;
 }
 
 // Issues this warp's weight loads of one group of `tile` (no waiting). Safe before pdl_wait():
 // weights are never written by a predecessor. Rows past n are clamped to n - 1 (their results are
 // discarded) so that no load needs a row predicate; k past the end reads as zero.
-template <int NB, int UW>
+template <int NB>
 __device__ __forceinline__ void small_m_load_weights(const SmallMArgs& a, int tile, int group,
-                                                     WeightGroup<SmallMConfig<NB, UW>::U>& wg) {
+                                                     WeightGroup<SmallMConfig<NB>::U>& wg) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int row_lo = min(tile * TILE_ROWS + g, a.n - 1);
@@ -144,8 +141,8 @@ __device__ __forceinline__ void small_m_load_weights(const SmallMArgs& a, int ti
   const bf16* w_lo = a.w + static_cast<int64_t>(row_lo) * a.k;
   const bf16* w_hi = a.w + static_cast<int64_t>(row_hi) * a.k;
 #pragma unroll
-  for (int u = 0; u < SmallMConfig<NB, UW>::U; ++u) {
-    const int k_off = small_m_k_offset<NB, UW>(group, warp, u, t);
+  for (int u = 0; u < SmallMConfig<NB>::U; ++u) {
+    const int k_off = small_m_k_offset<NB>(group, warp, u, t);
     if (k_off < a.k) {
       wg.lo[u] = load_weight16(w_lo + k_off);
       wg.hi[u] = load_weight16(w_hi + k_off);
@@ -166,15 +163,15 @@ __device__ __forceinline__ void store_out(bf16* y, float v) {
 // The per-tile work, shared by the standalone kernel and (later) a persistent megakernel.
 // Preconditions: a CTA of SMALL_M_THREADS threads; `wg` holds group 0 of `tile` (issued by
 // small_m_load_weights); x is safe to read (after pdl_wait or a tile acquire); `red` points to
-// SmallMConfig<NB, UW>::RED_FLOATS floats of shared memory. If next_tile >= 0, group 0 of next_tile
+// SmallMConfig<NB>::RED_FLOATS floats of shared memory. If next_tile >= 0, group 0 of next_tile
 // is loaded into `wg` before this tile's reduction, so its weights stream during the reduction.
-template <int NB, int UW, typename OutT>
+template <int NB, typename OutT>
 __device__ __forceinline__ void small_m_tile(const SmallMArgs& a, int tile, int next_tile,
-                                             WeightGroup<SmallMConfig<NB, UW>::U>& wg, float* red) {
-  constexpr int U = SmallMConfig<NB, UW>::U;
+                                             WeightGroup<SmallMConfig<NB>::U>& wg, float* red) {
+  constexpr int U = SmallMConfig<NB>::U;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int num_groups = small_m_num_groups<NB, UW>(a);
+  const int num_groups = small_m_num_groups<NB>(a);
 
   float acc[NB][4];
 #pragma unroll
@@ -183,7 +180,7 @@ __device__ __forceinline__ void small_m_tile(const SmallMArgs& a, int tile, int 
   for (int group = 0; group < num_groups; ++group) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int k_off = small_m_k_offset<NB, UW>(group, warp, u, t);
+      const int k_off = small_m_k_offset<NB>(group, warp, u, t);
 #pragma unroll
       for (int nb = 0; nb < NB; ++nb) {
         const int b = nb * 8 + g;
@@ -198,9 +195,9 @@ __device__ __forceinline__ void small_m_tile(const SmallMArgs& a, int tile, int 
       }
     }
     if (group + 1 < num_groups)
-      small_m_load_weights<NB, UW>(a, tile, group + 1, wg);
+      small_m_load_weights<NB>(a, tile, group + 1, wg);
     else if (next_tile >= 0)
-      small_m_load_weights<NB, UW>(a, next_tile, 0, wg);
+      small_m_load_weights<NB>(a, next_tile, 0, wg);
   }
 
   // Cross-warp reduction. Layout red[warp][batch b = nb*8 + col][row], rows padded to RED_STRIDE.
@@ -228,76 +225,62 @@ __device__ __forceinline__ void small_m_tile(const SmallMArgs& a, int tile, int 
   __syncthreads();
 }
 
-template <int NB, int UW, typename OutT>
-__global__ void __launch_bounds__(SMALL_M_THREADS, SmallMConfig<NB, UW>::MIN_BLOCKS)
+template <int NB, typename OutT>
+__global__ void __launch_bounds__(SMALL_M_THREADS, SmallMConfig<NB>::MIN_BLOCKS)
     matmul_small_m_kernel(SmallMArgs a) {
-  __shared__ float red[SmallMConfig<NB, UW>::RED_FLOATS];
+  __shared__ float red[SmallMConfig<NB>::RED_FLOATS];
   const int num_tiles = small_m_num_tiles(a);
   int tile = blockIdx.x;  // the launcher keeps gridDim.x <= num_tiles
   const uint32_t step = tile_sync_step(a.sync);
-  WeightGroup<SmallMConfig<NB, UW>::U> wg;
+  WeightGroup<SmallMConfig<NB>::U> wg;
   // The first weights stream while the predecessor finishes; x is its output, so it waits (for
   // the previous kernel under PDL, or for the producer's counter in the overlap step). x is then
   // read with ordinary loads (small_m_tile), never through the non-coherent path.
-  small_m_load_weights<NB, UW>(a, tile, 0, wg);
+  small_m_load_weights<NB>(a, tile, 0, wg);
   tile_sync_wait(a.sync, step);
   pdl_launch_dependents();
   for (; tile < num_tiles; tile += gridDim.x) {
     const int next = tile + static_cast<int>(gridDim.x);
-    small_m_tile<NB, UW, OutT>(a, tile, next < num_tiles ? next : -1, wg, red);
+    small_m_tile<NB, OutT>(a, tile, next < num_tiles ? next : -1, wg, red);
   }
   // One signal per CTA after its last tile: consumers of v0 wait for the whole tensor anyway.
   tile_sync_signal(a.sync, step);
 }
 
-template <int NB, int UW, typename OutT>
+template <int NB, typename OutT>
 int small_m_grid(const SmallMArgs& a, int sm_count, int max_ctas) {
   const int num_tiles = (a.n + TILE_ROWS - 1) / TILE_ROWS;
-  int grid = std::min(num_tiles, sm_count * SmallMConfig<NB, UW>::MIN_BLOCKS);
+  int grid = std::min(num_tiles, sm_count * SmallMConfig<NB>::MIN_BLOCKS);
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   return grid;
 }
 
-template <int NB, int UW, typename OutT>
+template <int NB, typename OutT>
 cudaError_t launch_small_m(const SmallMArgs& a, int sm_count, int max_ctas,
                            const LaunchOptions& opt, KernelFootprint* footprint) {
-  const int grid = small_m_grid<NB, UW, OutT>(a, sm_count, max_ctas);
+  const int grid = small_m_grid<NB, OutT>(a, sm_count, max_ctas);
   if (footprint != nullptr)
-    return kernel_footprint(matmul_small_m_kernel<NB, UW, OutT>, grid, SMALL_M_THREADS, 0,
-                            footprint);
-  return launch_kernel(matmul_small_m_kernel<NB, UW, OutT>, dim3(grid), dim3(SMALL_M_THREADS), 0,
-                       opt, a);
-}
-
-// NB <= 2: the U = 8 variant when each tile gets its own CTA at its 2 CTAs per SM (see
-// SmallMConfig), else U = 4.
-template <int NB, typename OutT>
-cudaError_t launch_small_m_narrow(const SmallMArgs& a, int sm_count, int max_ctas,
-                                  const LaunchOptions& opt, KernelFootprint* footprint) {
-  const int num_tiles = (a.n + TILE_ROWS - 1) / TILE_ROWS;
-  if (num_tiles <= sm_count * SmallMConfig<NB, 8>::MIN_BLOCKS)
-    return launch_small_m<NB, 8, OutT>(a, sm_count, max_ctas, opt, footprint);
-  return launch_small_m<NB, 4, OutT>(a, sm_count, max_ctas, opt, footprint);
+    return kernel_footprint(matmul_small_m_kernel<NB, OutT>, grid, SMALL_M_THREADS, 0, footprint);
+  return launch_kernel(matmul_small_m_kernel<NB, OutT>, dim3(grid), dim3(SMALL_M_THREADS), 0, opt,
+                       a);
 }
 
 // Launches (footprint == null) or describes the launch (footprint set).
 template <typename OutT>
 cudaError_t launch_small_m_for_m(const SmallMArgs& a, int sm_count, int max_ctas,
                                  const LaunchOptions& opt, KernelFootprint* footprint = nullptr) {
-  if (a.m <= 8) return launch_small_m_narrow<1, OutT>(a, sm_count, max_ctas, opt, footprint);
-  if (a.m <= 16) return launch_small_m_narrow<2, OutT>(a, sm_count, max_ctas, opt, footprint);
-  if (a.m <= 32) return launch_small_m<4, 4, OutT>(a, sm_count, max_ctas, opt, footprint);
-  return launch_small_m<8, 2, OutT>(a, sm_count, max_ctas, opt, footprint);
+  if (a.m <= 8) return launch_small_m<1, OutT>(a, sm_count, max_ctas, opt, footprint);
+  if (a.m <= 16) return launch_small_m<2, OutT>(a, sm_count, max_ctas, opt, footprint);
+  if (a.m <= 32) return launch_small_m<4, OutT>(a, sm_count, max_ctas, opt, footprint);
+  return launch_small_m<8, OutT>(a, sm_count, max_ctas, opt, footprint);
 }
 
 template <typename OutT>
 cudaError_t preload_small_m() {
-  for (cudaError_t err : {preload_kernel(matmul_small_m_kernel<1, 4, OutT>),
-                          preload_kernel(matmul_small_m_kernel<1, 8, OutT>),
-                          preload_kernel(matmul_small_m_kernel<2, 4, OutT>),
-                          preload_kernel(matmul_small_m_kernel<2, 8, OutT>),
-                          preload_kernel(matmul_small_m_kernel<4, 4, OutT>),
-                          preload_kernel(matmul_small_m_kernel<8, 2, OutT>)})
+  for (cudaError_t err : {preload_kernel(matmul_small_m_kernel<1, OutT>),
+                          preload_kernel(matmul_small_m_kernel<2, OutT>),
+                          preload_kernel(matmul_small_m_kernel<4, OutT>),
+                          preload_kernel(matmul_small_m_kernel<8, OutT>)})
     if (err != cudaSuccess) return err;
   return cudaSuccess;
 }
