@@ -156,6 +156,17 @@ TEST(DecodeAttention, MatchesReference) {
     }
 }
 
+// A short case list for the compute sanitizers (racecheck runs MatchesReference for too long): each
+// decode kernel variant once, with one and several splits, fused and separate merges.
+TEST(DecodeAttention, SanitizerSubset) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(testing::test_seed() + 3);
+  for (const Shape& s : {Shape{8, 2, 128}, Shape{32, 4, 64}, Shape{40, 8, 128}, Shape{64, 4, 64}}) {
+    run_decode(s, {1, 100, 300}, 512, true, rng);
+    run_decode(s, {300, 7}, 512, false, rng, 2, /*fused=*/false);
+  }
+}
+
 TEST(DecodeAttention, LargeBatch) {
   MEGAOPS_REQUIRE_GPU();
   std::mt19937_64 rng(testing::test_seed() + 1);
