@@ -2,7 +2,7 @@
 # Everything that needs the GPU, in one run (device time is scarce): GPU unit tests, full-model
 # logits against HF transformers on the same GPU, and the decode benchmark. Binaries come prebuilt
 # in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
-#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ab] [ncu] [sanitize]
+#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ab] [soak] [ncu] [sanitize]
 #   (default: tests overlap hf bench)
 # `ab` benchmarks other builds (AB_BINS) or settings (AB_ENVS) beside this one. `tests` runs every GPU test except the overlap executor's, which `overlap` runs under a time
 # limit (a hang there must not eat the device call) together with the overlap benchmark.
@@ -112,6 +112,17 @@ if want ab; then
         --gen 128 --repeats 3 --pdl both --json "$OUT/ab_${name}_$preset.json" || status=1
     done
   done
+fi
+
+# The overlap soak: the overlap and conventional executors decode the same prompts in lockstep
+# for SOAK_SECONDS (default 600), every token compared (Overlap.Soak).
+if want soak; then
+  log "soak: ${SOAK_SECONDS:-600} s, ${SOAK_PRESET:-llama3.2-1b} batch ${SOAK_BATCH:-8}"
+  MEGAOPS_SOAK_SECONDS=${SOAK_SECONDS:-600} MEGAOPS_SOAK_PRESET=${SOAK_PRESET:-llama3.2-1b} \
+    MEGAOPS_SOAK_BATCH=${SOAK_BATCH:-8} timeout -k 5 $(( ${SOAK_SECONDS:-600} + 120 )) \
+    "$BIN/megaops_gpu_tests" --gtest_filter=Overlap.Soak \
+    --gtest_output=json:"$OUT/soak.json" >"$OUT/soak.log" 2>&1 || status=1
+  grep -E "^soak:|PASSED|FAILED|Watchdog|watchdog" "$OUT/soak.log" | tail -5
 fi
 
 if want ncu; then

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -240,6 +241,64 @@ TEST(OverlapDeathTest, WatchdogNamesWaitingOp) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 5.0);
+}
+
+// (h) Soak, run by `gpu_run.sh soak` (skipped unless MEGAOPS_SOAK_SECONDS is set): the overlap and
+// the conventional executor decode the same random prompts in lockstep for that long, round after
+// round (prefill, then decode to the end of the context), every token compared. Preset and batch
+// from MEGAOPS_SOAK_PRESET (default llama3.2-1b) and MEGAOPS_SOAK_BATCH (default 8). A hang is
+// caught by the watchdog (an error naming the op), not by this test.
+TEST(Overlap, Soak) {
+  MEGAOPS_REQUIRE_GPU();
+  const char* secs_env = std::getenv("MEGAOPS_SOAK_SECONDS");
+  if (secs_env == nullptr) GTEST_SKIP() << "MEGAOPS_SOAK_SECONDS not set";
+  const double seconds = std::atof(secs_env);
+  ASSERT_GT(seconds, 0) << "MEGAOPS_SOAK_SECONDS: expected a positive number, found " << secs_env;
+  const char* preset_env = std::getenv("MEGAOPS_SOAK_PRESET");
+  const char* batch_env = std::getenv("MEGAOPS_SOAK_BATCH");
+  const std::string preset = preset_env ? preset_env : "llama3.2-1b";
+  const int batch = batch_env ? std::atoi(batch_env) : 8;
+  ASSERT_TRUE(batch >= 1 && batch <= 64) << "MEGAOPS_SOAK_BATCH: expected 1..64";
+  const ModelConfig cfg = preset_config(preset);
+  const uint64_t seed = testing::test_seed();
+  constexpr int PROMPT = 32, MAX_SEQ = 512;
+  ConventionalExecutor conv(cfg, random_filler(seed),
+                            options(batch, MAX_SEQ, DecodeBackend::Conventional));
+  ConventionalExecutor ovl(cfg, random_filler(seed),
+                           options(batch, MAX_SEQ, DecodeBackend::Overlap));
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  int64_t rounds = 0, steps = 0, mismatches = 0;
+  while (elapsed() < seconds) {
+    const auto prompts =
+        random_prompts(std::vector<int>(batch, PROMPT), cfg.vocab_size, seed + rounds);
+    std::vector<int> a = conv.prefill(prompts), b = ovl.prefill(prompts);
+    mismatches += a != b;
+    for (int s = 0; s + PROMPT + 1 < MAX_SEQ && elapsed() < seconds; ++s, ++steps) {
+      a = conv.decode_step();
+      b = ovl.decode_step();
+      if (a != b) {
+        ++mismatches;
+        ADD_FAILURE() << "round " << rounds << " step " << s << ": tokens differ";
+        if (mismatches > 10) break;
+      }
+    }
+    ++rounds;
+    if (mismatches > 10) break;
+  }
+  std::printf(
+      "soak: %s batch %d, %.0f s, %lld rounds, %lld overlap steps (%lld tokens), "
+      "%lld mismatches\n",
+      preset.c_str(), batch, elapsed(), static_cast<long long>(rounds),
+      static_cast<long long>(steps), static_cast<long long>(steps * batch),
+      static_cast<long long>(mismatches));
+  RecordProperty("soak_seconds", static_cast<int>(elapsed()));
+  RecordProperty("soak_steps", static_cast<int>(steps));
+  RecordProperty("soak_mismatches", static_cast<int>(mismatches));
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_GT(steps, 0);
 }
 
 TEST(Overlap, InputErrors) {
