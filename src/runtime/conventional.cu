@@ -131,6 +131,7 @@ struct OpTimeKey {
 };
 
 struct ConventionalExecutor::Impl {
+  ~Impl();
   ModelConfig cfg;
   ExecutorOptions opt;
   DeviceMemory mem;
@@ -972,15 +973,18 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   if (opt.backend == DecodeBackend::Overlap) s.setup_overlap();
 }
 
-ConventionalExecutor::~ConventionalExecutor() {
-  if (!impl_) return;
-  for (cudaEvent_t e : impl_->prof_events) cudaEventDestroy(e);
-  for (auto& [key, exec] : impl_->graphs) cudaGraphExecDestroy(exec);
-  if (impl_->stream) {
-    cudaStreamSynchronize(impl_->stream);
-    cudaStreamDestroy(impl_->stream);
+// Releases what the executor created. In Impl, not in ~ConventionalExecutor: when the constructor
+// throws part-way (an out-of-memory buffer, a bad weight), impl_ is already a complete member and
+// is destroyed, so the stream, events, graphs and the pinned token buffer made so far are freed
+// too (device buffers are freed by `mem` afterwards).
+ConventionalExecutor::Impl::~Impl() {
+  for (cudaEvent_t e : prof_events) cudaEventDestroy(e);
+  for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
+  if (stream) {
+    cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
   }
-  if (OverlapState* o = impl_->ovl.get()) {
+  if (OverlapState* o = ovl.get()) {
     for (cudaStream_t x : o->streams) {
       cudaStreamSynchronize(x);
       cudaStreamDestroy(x);
@@ -988,8 +992,10 @@ ConventionalExecutor::~ConventionalExecutor() {
     if (o->fork) cudaEventDestroy(o->fork);
     for (cudaEvent_t e : o->joins) cudaEventDestroy(e);
   }
-  if (impl_->host_tokens) cudaFreeHost(impl_->host_tokens);
+  if (host_tokens) cudaFreeHost(host_tokens);
 }
+
+ConventionalExecutor::~ConventionalExecutor() = default;
 
 const ModelConfig& ConventionalExecutor::config() const {
   return impl_->cfg;
