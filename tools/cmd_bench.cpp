@@ -32,7 +32,7 @@ struct BenchOpts {
   std::string model, preset, batches, pdl = "both", backend = "conventional", json_out, git_sha,
                                       plan;
   double plan_predicted_us = -1;  // from --plan, recorded beside the measurement
-  int prompt = 32, gen = 128, repeats = 3;
+  int prompt = 32, gen = 128, repeats = 3, overlap_streams = 3;
   uint64_t seed = 0;
 };
 
@@ -76,6 +76,9 @@ int run(const BenchOpts& o) {
   if (modes.empty())
     throw_input_error("--backend", "",
                       "expected conventional, overlap or both, found '" + o.backend + "'");
+  if (o.overlap_streams < 1 || o.overlap_streams > 8)
+    throw_input_error("--overlap-streams", "",
+                      "expected 1..8, found " + std::to_string(o.overlap_streams));
   // The default output (conventional only) keeps its historical columns.
   const bool show_backend = o.backend != "conventional";
   const ModelSource src = open_model_source(o.model, o.preset, o.seed);
@@ -93,6 +96,7 @@ int run(const BenchOpts& o) {
   ExecutorOptions eo;
   eo.max_batch = max_batch;
   eo.max_seq = o.prompt + o.gen;
+  eo.overlap_streams = o.overlap_streams;
   ConventionalExecutor ex(cfg, src.weights, eo,
                           [&](size_t d, size_t t) { print_progress("loading " + src.name, d, t); });
   const double floor_ms = ex.weight_bytes() / (ceiling_gbps * 1e9) * 1e3;
@@ -160,6 +164,7 @@ int run(const BenchOpts& o) {
                         {"prompt_tokens", o.prompt},
                         {"new_tokens", o.gen},
                         {"repeats", o.repeats},
+                        {"overlap_streams", o.overlap_streams},
                         {"weight_bytes", ex.weight_bytes()},
                         {"hbm_read_ceiling_gbps", ceiling_gbps},
                         {"bandwidth_floor_ms", floor_ms},
@@ -237,6 +242,8 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--pdl", o->pdl, "off, on or both");
   app.add_option("--backend", o->backend,
                  "decode backend: conventional (default), overlap or both");
+  app.add_option("--overlap-streams", o->overlap_streams,
+                 "W of the overlap backend: kernels live at once (1..8, default 3)");
   app.add_option("--seed", o->seed, "seed of the random weights and prompts");
   app.add_option("--json", o->json_out, "write results as JSON here");
   app.add_option("--git-sha", o->git_sha, "recorded in the JSON (default $MEGAOPS_GIT_SHA)");
