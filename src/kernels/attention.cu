@@ -75,6 +75,24 @@ __device__ __forceinline__ DecodeSplitPlan decode_split_plan(int ctx, int splits
   return {(ctx + chunk - 1) / chunk, chunk};
 }
 
+// The keys [*key_begin, *key_end) of split `split` of a ctx-key context. false: nothing for this
+// CTA (a split past the context's chunks, or an empty context, whose output — out_elems values
+// at `out`, zero by definition — split 0 writes). Called by all DECODE_THREADS threads.
+__device__ __forceinline__ bool decode_chunk(int ctx, int splits, int split, int out_elems,
+                                             bf16* out, DecodeSplitPlan* plan, int* key_begin,
+                                             int* key_end) {
+  *plan = decode_split_plan(ctx, splits);
+  if (plan->n_active == 0) {
+    if (split == 0)
+      for (int i = threadIdx.x; i < out_elems; i += DECODE_THREADS) out[i] = __float2bfloat16(0.0f);
+    return false;
+  }
+  if (split >= plan->n_active) return false;
+  *key_begin = split * plan->chunk;
+  *key_end = min(ctx, *key_begin + plan->chunk);
+  return true;
+}
+
 // q (8 floats in shared memory) . k (8 bf16 in shared memory).
 __device__ __forceinline__ float dot8(const float* q, const bf16* k) {
   const float4 qa = *reinterpret_cast<const float4*>(q);
@@ -151,18 +169,11 @@ __device__ __forceinline__ void decode_attention_split(const DecodeAttentionPara
   float* row_alpha = row_sum + group;
 
   const int ctx = min(p.ctx_lens[bi], p.max_seq);
-  const DecodeSplitPlan plan = decode_split_plan(ctx, splits);
   const int head0 = kv_head * group;
   bf16* out = p.out + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd;
-  if (plan.n_active == 0) {
-    // An empty context has no keys to attend to: defined as a zero output.
-    if (split == 0)
-      for (int i = tid; i < group * hd; i += DECODE_THREADS) out[i] = __float2bfloat16(0.0f);
-    return;
-  }
-  if (split >= plan.n_active) return;
-  const int key_begin = split * plan.chunk;
-  const int key_end = min(ctx, key_begin + plan.chunk);
+  DecodeSplitPlan plan;
+  int key_begin, key_end;
+  if (!decode_chunk(ctx, splits, split, group * hd, out, &plan, &key_begin, &key_end)) return;
   const int64_t slot = p.slots[bi];
 
   const float q_scale = p.scale * LOG2E;
@@ -370,17 +381,10 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
     if (g < group && has_dims) qraw[g] = *reinterpret_cast<const uint4*>(qp + g * hd);
   }
   const int ctx = min(ctx_raw, p.max_seq);
-  const DecodeSplitPlan plan = decode_split_plan(ctx, splits);
   bf16* out = p.out + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd;
-  if (plan.n_active == 0) {
-    // An empty context has no keys to attend to: defined as a zero output.
-    if (split == 0)
-      for (int i = tid; i < group * hd; i += DECODE_THREADS) out[i] = __float2bfloat16(0.0f);
-    return;
-  }
-  if (split >= plan.n_active) return;
-  const int key_begin = split * plan.chunk;
-  const int key_end = min(ctx, key_begin + plan.chunk);
+  DecodeSplitPlan plan;
+  int key_begin, key_end;
+  if (!decode_chunk(ctx, splits, split, group * hd, out, &plan, &key_begin, &key_end)) return;
 
   float q[GMAX][8];
   const float q_scale = p.scale * LOG2E;

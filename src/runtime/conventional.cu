@@ -219,6 +219,51 @@ struct ConventionalExecutor::Impl {
     check(mm->run(p), op);
   }
 
+  // The QKV post-processing of layer L for t tokens (both decode steps and prefill); launch
+  // options and overlap hooks are left to the caller.
+  QkvRopeParams qkv_rope_params(const LayerWeights& L, const float* qkv_in, bf16* q_out,
+                                const int32_t* positions, const int32_t* slot_of, int t) const {
+    QkvRopeParams rp;
+    rp.qkv_f32 = qkv_in;
+    rp.positions = positions;
+    rp.slots = slot_of;
+    rp.q_norm = L.q_norm;
+    rp.k_norm = L.k_norm;
+    rp.inv_freq = inv_freq;
+    rp.q_out = q_out;
+    rp.k_cache = L.k_cache;
+    rp.v_cache = L.v_cache;
+    rp.t = t;
+    rp.num_heads = cfg.num_heads;
+    rp.num_kv_heads = cfg.num_kv_heads;
+    rp.head_dim = cfg.head_dim;
+    rp.max_seq = opt.max_seq;
+    rp.eps = cfg.rms_norm_eps;
+    return rp;
+  }
+
+  // Decode attention of layer L over b sequences; merge counters, launch options and overlap
+  // hooks are left to the caller.
+  DecodeAttentionParams decode_attention_params(const LayerWeights& L, const bf16* q_in, bf16* out,
+                                                float* workspace, const int32_t* slot_of,
+                                                const int32_t* ctx_lens, int b) const {
+    DecodeAttentionParams ap;
+    ap.q = q_in;
+    ap.k_cache = L.k_cache;
+    ap.v_cache = L.v_cache;
+    ap.slots = slot_of;
+    ap.ctx_lens = ctx_lens;
+    ap.out = out;
+    ap.workspace = workspace;
+    ap.b = b;
+    ap.num_heads = cfg.num_heads;
+    ap.num_kv_heads = cfg.num_kv_heads;
+    ap.head_dim = cfg.head_dim;
+    ap.max_seq = opt.max_seq;
+    ap.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+    return ap;
+  }
+
   void add_rmsnorm(const float* delta_in, const bf16* w, bf16* out, int rows, bool pdl,
                    const char* op) {
     AddRmsNormParams p;
@@ -253,41 +298,13 @@ struct ConventionalExecutor::Impl {
       const LayerWeights& L = layers[l];
       add_rmsnorm(l == 0 ? nullptr : delta, L.ln1, normed, t, pdl, "input_layernorm");
       matmul(normed, L.wqkv, qkv, DType::F32, t, qd + 2 * kvd, h, pdl, "qkv_proj");
-      QkvRopeParams rp;
-      rp.qkv_f32 = qkv;
-      rp.positions = pos;
-      rp.slots = slots;
-      rp.q_norm = L.q_norm;
-      rp.k_norm = L.k_norm;
-      rp.inv_freq = inv_freq;
-      rp.q_out = q;
-      rp.k_cache = L.k_cache;
-      rp.v_cache = L.v_cache;
-      rp.t = t;
-      rp.num_heads = cfg.num_heads;
-      rp.num_kv_heads = cfg.num_kv_heads;
-      rp.head_dim = cfg.head_dim;
-      rp.max_seq = opt.max_seq;
-      rp.eps = cfg.rms_norm_eps;
+      QkvRopeParams rp = qkv_rope_params(L, qkv, q, pos, slots, t);
       rp.launch = launch(pdl);
       check(launch_qkv_rope(rp), "qkv_rope");
       const float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
       if (decode) {
-        DecodeAttentionParams ap;
-        ap.q = q;
-        ap.k_cache = L.k_cache;
-        ap.v_cache = L.v_cache;
-        ap.slots = slots;
-        ap.ctx_lens = ctx;
-        ap.out = attn;
-        ap.workspace = attn_ws;
+        DecodeAttentionParams ap = decode_attention_params(L, q, attn, attn_ws, slots, ctx, t);
         ap.done_counters = attn_done;
-        ap.b = t;
-        ap.num_heads = cfg.num_heads;
-        ap.num_kv_heads = cfg.num_kv_heads;
-        ap.head_dim = cfg.head_dim;
-        ap.max_seq = opt.max_seq;
-        ap.scale = scale;
         ap.launch = launch(pdl);
         check(launch_decode_attention(ap), "decode_attention");
       } else {
@@ -553,28 +570,12 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       false, ep,
       [](EmbeddingParams q, int, KernelFootprint* f) { return embedding_footprint(q, f); },
       [](EmbeddingParams q, int) { return launch_embedding(q); });
-  const float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
   for (int l = 0; l < cfg.num_layers; ++l) {
     const LayerWeights& W = layers[l];
     const OverlapLayer& A = st.layers[l];
     norm_op(l == 0 ? nullptr : st.layers[l - 1].down, W.ln1, A.n1);
     matmul_op(A.n1, W.wqkv, A.qkv, qd + 2 * kvd, h);
-    QkvRopeParams rp;
-    rp.qkv_f32 = A.qkv;
-    rp.positions = dec_pos;
-    rp.slots = dec_slots;
-    rp.q_norm = W.q_norm;
-    rp.k_norm = W.k_norm;
-    rp.inv_freq = inv_freq;
-    rp.q_out = A.q;
-    rp.k_cache = W.k_cache;
-    rp.v_cache = W.v_cache;
-    rp.t = b;
-    rp.num_heads = cfg.num_heads;
-    rp.num_kv_heads = cfg.num_kv_heads;
-    rp.head_dim = cfg.head_dim;
-    rp.max_seq = opt.max_seq;
-    rp.eps = cfg.rms_norm_eps;
+    const QkvRopeParams rp = qkv_rope_params(W, A.qkv, A.q, dec_pos, dec_slots, b);
     add(
         true, rp,
         [](QkvRopeParams q, int cap, KernelFootprint* f) {
@@ -585,20 +586,8 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
           q.max_ctas = cap;
           return launch_qkv_rope(q);
         });
-    DecodeAttentionParams ap;
-    ap.q = A.q;
-    ap.k_cache = W.k_cache;
-    ap.v_cache = W.v_cache;
-    ap.slots = dec_slots;
-    ap.ctx_lens = dec_ctx;
-    ap.out = A.attn;
-    ap.workspace = A.ws;
-    ap.b = b;
-    ap.num_heads = cfg.num_heads;
-    ap.num_kv_heads = cfg.num_kv_heads;
-    ap.head_dim = cfg.head_dim;
-    ap.max_seq = opt.max_seq;
-    ap.scale = scale;
+    const DecodeAttentionParams ap =
+        decode_attention_params(W, A.q, A.attn, A.ws, dec_slots, dec_ctx, b);
     // The split count fixes the workspace layout, so the combine launch must see the split's
     // max_split_ctas: the split op publishes its chosen budget into a cell both ops share.
     auto split_cap = std::make_shared<int>(0);
