@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds main plus zero or more dev/ patches in a scratch worktree and copies the binaries the GPU
+# run needs to .carry/NAME/ (with a GIT_SHA naming the patches), for A/B runs on the GPU machine
+# (gpu_run.sh BIN=.carry/NAME, or AB_BINS="NAME:.carry/NAME"). The working tree is not touched.
+#   scripts/build_variant.sh NAME [dev/some.patch ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 1 ] || { echo "usage: scripts/build_variant.sh NAME [PATCH ...]" >&2; exit 2; }
+name=$1
+shift
+for p in "$@"; do
+  [ -f "$p" ] || { echo "build_variant.sh: $p: no such patch" >&2; exit 1; }
+done
+root=$(pwd)
+wt=$(mktemp -d /tmp/megaops-variant-XXXXXX)
+trap 'git -C "$root" worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"' EXIT
+git worktree add --detach "$wt" HEAD >/dev/null
+for p in "$@"; do
+  git -C "$wt" apply "$root/$p" || { echo "build_variant.sh: $p does not apply to HEAD" >&2; exit 1; }
+done
+(cd "$wt" && BUILD_DIR=build scripts/build.sh >/dev/null)
+mkdir -p ".carry/$name"
+cp "$wt/build/megaops" "$wt/build/megaops_gpu_tests" ".carry/$name/"
+sha=$(git rev-parse --short HEAD)
+label="$sha"
+for p in "$@"; do label="$label+$(basename "$p" .patch)"; done
+echo "$label" >".carry/$name/GIT_SHA"
+echo "built .carry/$name ($label)"
+du -sh ".carry/$name"
