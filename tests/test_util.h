@@ -6,14 +6,17 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
 namespace megaops::testing {
 
-// Expects `fn` to throw InputError whose message is one line containing every fragment.
+// Expects `fn` to throw InputError whose message is one line containing every fragment; `what`
+// names the input in the failure message.
 inline void expect_input_error(const std::function<void()>& fn,
-                               std::initializer_list<std::string> parts) {
+                               const std::vector<std::string>& parts,
+                               const std::string& what = "") {
   try {
     fn();
   } catch (const InputError& e) {
@@ -24,7 +27,7 @@ inline void expect_input_error(const std::function<void()>& fn,
     }
     return;
   }
-  ADD_FAILURE() << "expected InputError";
+  ADD_FAILURE() << "expected InputError" << (what.empty() ? "" : " for " + what);
 }
 
 }  // namespace megaops::testing

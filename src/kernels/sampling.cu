@@ -48,32 +48,23 @@ __device__ float block_sum(float v, SampleShared& sm) {
   return v;
 }
 
-__device__ int block_count(int v, SampleShared& sm) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = __reduce_add_sync(0xffffffffu, v);
-  if (lane == 0) sm.i[warp] = v;
-  __syncthreads();
-  v = __reduce_add_sync(0xffffffffu, sm.i[lane]);
-  __syncthreads();
-  return v;
+enum class IntReduce { Add, Min, Max };
+
+template <IntReduce OP>
+__device__ __forceinline__ int warp_reduce_int(int v) {
+  if constexpr (OP == IntReduce::Add) return __reduce_add_sync(0xffffffffu, v);
+  if constexpr (OP == IntReduce::Min) return __reduce_min_sync(0xffffffffu, v);
+  return __reduce_max_sync(0xffffffffu, v);
 }
 
-__device__ int block_min_int(int v, SampleShared& sm) {
+// Sum (a count), minimum or maximum of an int over the block.
+template <IntReduce OP>
+__device__ int block_reduce_int(int v, SampleShared& sm) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = __reduce_min_sync(0xffffffffu, v);
+  v = warp_reduce_int<OP>(v);
   if (lane == 0) sm.i[warp] = v;
   __syncthreads();
-  v = __reduce_min_sync(0xffffffffu, sm.i[lane]);
-  __syncthreads();
-  return v;
-}
-
-__device__ int block_max_int(int v, SampleShared& sm) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = __reduce_max_sync(0xffffffffu, v);
-  if (lane == 0) sm.i[warp] = v;
-  __syncthreads();
-  v = __reduce_max_sync(0xffffffffu, sm.i[lane]);
+  v = warp_reduce_int<OP>(sm.i[lane]);
   __syncthreads();
   return v;
 }
@@ -161,7 +152,7 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
       const uint32_t mid = static_cast<uint32_t>((lo + hi) / 2);
       int c = 0;
       for (int i = tid; i < n; i += SAMPLE_THREADS) c += order_key(x[i]) >= mid;
-      if (block_count(c, sm) >= p.top_k)
+      if (block_reduce_int<IntReduce::Add>(c, sm) >= p.top_k)
         lo = mid;
       else
         hi = mid;
@@ -230,10 +221,10 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
       }
     }
   }
-  pick = block_min_int(pick, sm);
+  pick = block_reduce_int<IntReduce::Min>(pick, sm);
   // u * total can round up to total itself; then no prefix exceeds it and the last kept index is
   // the limit of the definition.
-  if (pick == INT_MAX) pick = block_max_int(last_kept, sm);
+  if (pick == INT_MAX) pick = block_reduce_int<IntReduce::Max>(last_kept, sm);
   if (tid == 0) p.tokens[row] = pick < 0 ? max_i : pick;
 }
 

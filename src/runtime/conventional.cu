@@ -301,7 +301,6 @@ struct ConventionalExecutor::Impl {
       QkvRopeParams rp = qkv_rope_params(L, qkv, q, pos, slots, t);
       rp.launch = launch(pdl);
       check(launch_qkv_rope(rp), "qkv_rope");
-      const float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
       if (decode) {
         DecodeAttentionParams ap = decode_attention_params(L, q, attn, attn_ws, slots, ctx, t);
         ap.done_counters = attn_done;
@@ -320,7 +319,7 @@ struct ConventionalExecutor::Impl {
         ap.num_kv_heads = cfg.num_kv_heads;
         ap.head_dim = cfg.head_dim;
         ap.max_seq = opt.max_seq;
-        ap.scale = scale;
+        ap.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
         ap.launch = launch(pdl);
         check(launch_prefill_attention(ap), "prefill_attention");
       }

@@ -45,16 +45,7 @@ void expect_field_error(json j, std::initializer_list<std::string> parts) {
   std::vector<std::string> all(parts);
   all.push_back(ORIGIN);
   const std::string text = j.dump();
-  try {
-    parse_model_config(text, ORIGIN);
-  } catch (const InputError& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const std::string& p : all)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    return;
-  }
-  ADD_FAILURE() << "expected InputError for " << text;
+  testing::expect_input_error([&] { parse_model_config(text, ORIGIN); }, all, text);
 }
 
 void expect_same(const ModelConfig& a, const ModelConfig& b) {
