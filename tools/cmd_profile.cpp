@@ -21,26 +21,20 @@
 namespace megaops::cli {
 
 Runner add_profile(CLI::App& app) {
-  struct Opts {
-    std::string model, preset, json_out;
-    int batch = 1, prompt = 32, steps = 32;
-    uint64_t seed = 0;
+  struct Opts : ModelRunOptions {
+    std::string json_out;
+    int steps = 32;
   };
   auto o = std::make_shared<Opts>();
-  app.add_option("--model", o->model, "Hugging Face checkpoint directory");
-  app.add_option("--preset", o->preset, "random weights of a named architecture");
-  app.add_option("--batch", o->batch, "sequences decoded together");
-  app.add_option("--prompt", o->prompt, "prompt tokens per sequence");
+  add_model_run_options(app, *o);
   app.add_option("--steps", o->steps, "decode steps averaged");
-  app.add_option("--seed", o->seed, "seed of the random weights and prompts");
   app.add_option("--json", o->json_out, "write per-op times here");
   return [o]() -> int {
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("profile: no CUDA device; profile needs a GPU");
-    if (o->batch < 1 || o->batch > 64)
-      throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(o->batch));
-    if (o->prompt < 1 || o->steps < 1)
-      throw_input_error("--prompt/--steps", "", "expected positive values");
+    check_model_run_options(*o);
+    if (o->steps < 1)
+      throw_input_error("--steps", "", "expected >= 1, found " + std::to_string(o->steps));
     const ModelSource src = open_model_source(o->model, o->preset, o->seed);
     ExecutorOptions eo;
     eo.max_batch = o->batch;

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@ Runner add_generate(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_check_logits(CLI::App& app);
 Runner add_profile(CLI::App& app);
+Runner add_trace(CLI::App& app);
 Runner add_plan(CLI::App& app);
 
 // Set by SIGINT; long loops check it and stop cleanly.
@@ -25,6 +27,17 @@ extern std::atomic<bool> g_interrupted;
 
 // "1,2,3" -> {1, 2, 3}; throws InputError naming `option` on anything else.
 std::vector<int> parse_int_list(const std::string& text, const std::string& option);
+
+// The options of the commands that run one model on the GPU (profile, trace): where the weights
+// come from (a checkpoint directory or a preset with random weights), the decode shape, the seed.
+struct ModelRunOptions {
+  std::string model, preset;
+  int batch = 1, prompt = 32;
+  uint64_t seed = 0;
+};
+void add_model_run_options(CLI::App& app, ModelRunOptions& o);
+// Throws InputError naming the option unless 1 <= batch <= 64 and prompt >= 1.
+void check_model_run_options(const ModelRunOptions& o);
 
 // True when the binary has CUDA support and a device is present.
 bool gpu_available();

@@ -40,6 +40,21 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& opti
   return out;
 }
 
+void add_model_run_options(CLI::App& app, ModelRunOptions& o) {
+  app.add_option("--model", o.model, "Hugging Face checkpoint directory");
+  app.add_option("--preset", o.preset, "random weights of a named architecture");
+  app.add_option("--batch", o.batch, "sequences decoded together");
+  app.add_option("--prompt", o.prompt, "prompt tokens per sequence");
+  app.add_option("--seed", o.seed, "seed of the random weights and prompts");
+}
+
+void check_model_run_options(const ModelRunOptions& o) {
+  if (o.batch < 1 || o.batch > 64)
+    throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(o.batch));
+  if (o.prompt < 1)
+    throw_input_error("--prompt", "", "expected >= 1, found " + std::to_string(o.prompt));
+}
+
 bool gpu_available() {
 #ifdef MEGAOPS_HAVE_CUDA
   int n = 0;
@@ -81,6 +96,7 @@ int main(int argc, char** argv) {
   add("generate", "stream generated token ids for a prompt", add_generate);
   add("bench", "measure decode ms/token, tok/s, TTFT and bandwidth", add_bench);
   add("profile", "per-op GPU time of a decode step", add_profile);
+  add("trace", "timeline of one overlap decode step as a Chrome trace (needs a GPU)", add_trace);
   add("plan", "rank barrier/overlap/split compositions from a profile (no GPU needed)", add_plan);
   add("check-logits", "compare logits against a reference file from HF transformers",
       add_check_logits);

@@ -32,6 +32,21 @@
 namespace megaops {
 
 constexpr int TILE_SYNC_MAX_WAITS = 2;
+
+// Timeline tracing (`megaops trace`): one record per CTA per op, written by thread 0 when the CTA
+// signals: when it began waiting for its producers, when the wait ended (its work began) and when
+// its work ended, from %globaltimer (ns), with the SM it ran on. Off (records == null) it costs
+// one uniform branch at the wait and one at the signal.
+struct TileTraceRecord {
+  uint64_t wait_start_ns = 0, wait_end_ns = 0, work_end_ns = 0;
+  uint32_t op = 0, block = 0, smid = 0, pad = 0;
+};
+
+struct TraceParams {
+  TileTraceRecord* records = nullptr;  // null: tracing off
+  uint32_t* cursor = nullptr;          // records appended so far (may pass capacity: dropped)
+  uint32_t capacity = 0;
+};
 // What every op adds to its counter per step (see above). A power of two so the remainder is 0
 // for power-of-two grids; grids above it are rejected by the overlap executor.
 constexpr uint32_t TILE_SYNC_STEP_SUM = 1u << 16;
@@ -49,6 +64,7 @@ struct TileSync {
   uint32_t op_id = 0;  // WaitSite::op: index into the executor's op names
   // Injected random delay before each signal (stress tests); max_delay_ns = 0 (default) is off.
   DelayParams delay;
+  TraceParams trace;
 };
 
 // What one launch occupies: its CTAs (= the number of tile_sync_signal calls per step, one per
@@ -82,8 +98,28 @@ __device__ __forceinline__ uint32_t tile_sync_step(const TileSync& s) {
 }
 
 // Replaces pdl_wait(): waits for every producer counter (CTA-wide, acquire) or, without any,
-// falls back to pdl_wait(). Must be reached by all threads of the CTA.
-__device__ __forceinline__ void tile_sync_wait(const TileSync& s, uint32_t step) {
+// falls back to pdl_wait(). Must be reached by all threads of the CTA. With tracing on, thread 0
+// stamps the wait's start and end.
+namespace detail {
+
+// Thread 0's wait timestamps, kept between tile_sync_wait and tile_sync_signal (one per kernel).
+struct TraceStamps {
+  uint64_t wait_start_ns, wait_end_ns;
+};
+__device__ __forceinline__ TraceStamps& trace_stamps() {
+  __shared__ TraceStamps stamps;
+  return stamps;
+}
+
+__device__ __forceinline__ uint32_t sm_id() {
+  uint32_t id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
+}  // namespace detail
+
+__device__ __forceinline__ void tile_sync_wait_untraced(const TileSync& s, uint32_t step) {
   if (s.wait_counter[0] == nullptr) {
     pdl_wait();
     return;
@@ -93,6 +129,35 @@ __device__ __forceinline__ void tile_sync_wait(const TileSync& s, uint32_t step)
     if (s.wait_counter[i] != nullptr)
       tile_wait_cta(s.wait_counter[i], tile_target(step, s.wait_target_per_step[i]),
                     WaitSite{s.op_id, static_cast<uint32_t>(i)}, s.watchdog);
+}
+
+__device__ __forceinline__ void tile_sync_wait(const TileSync& s, uint32_t step) {
+  if (s.trace.records == nullptr) {
+    tile_sync_wait_untraced(s, step);
+    return;
+  }
+  const uint64_t start = threadIdx.x == 0 ? globaltimer_ns() : 0;
+  tile_sync_wait_untraced(s, step);
+  if (threadIdx.x == 0) detail::trace_stamps() = {start, globaltimer_ns()};
+}
+
+// Appends this CTA's trace record (after a barrier: the CTA's work is done). Every thread.
+__device__ __forceinline__ void tile_sync_trace(const TileSync& s) {
+  if (s.trace.records == nullptr) return;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  const uint64_t end = globaltimer_ns();
+  const uint32_t at = atomicAdd(s.trace.cursor, 1u);
+  if (at >= s.trace.capacity) return;
+  const detail::TraceStamps st = detail::trace_stamps();
+  TileTraceRecord r;
+  r.wait_start_ns = st.wait_start_ns;
+  r.wait_end_ns = st.wait_end_ns;
+  r.work_end_ns = end;
+  r.op = s.op_id;
+  r.block = detail::linear_block_index();
+  r.smid = detail::sm_id();
+  s.trace.records[at] = r;
 }
 
 // This CTA's share of TILE_SYNC_STEP_SUM (see the header comment).
@@ -106,6 +171,7 @@ __device__ __forceinline__ uint32_t tile_sync_share() {
 // once per CTA after its last tile; must be reached by all threads of the CTA, including those
 // whose tile function returned early.
 __device__ __forceinline__ void tile_sync_signal(const TileSync& s, uint32_t step) {
+  tile_sync_trace(s);
   if (s.signal_counter == nullptr) return;
   const uint64_t site = (static_cast<uint64_t>(s.op_id) << 40) ^
                         (static_cast<uint64_t>(step) << 20) ^ detail::linear_block_index();

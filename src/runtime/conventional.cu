@@ -121,6 +121,9 @@ struct OverlapState {
   int sms = 0;
   // Ops with budgets, per batch size (budgets depend on the grids, which depend on b).
   std::map<int, std::vector<OverlapOp>> plans;
+  // Timeline tracing (ExecutorOptions::overlap_trace_capacity > 0).
+  TileTraceRecord* trace_records = nullptr;
+  uint32_t* trace_cursor = nullptr;
 };
 
 }  // namespace
@@ -488,6 +491,13 @@ void ConventionalExecutor::Impl::setup_overlap() {
     L.down = mem.alloc_array<float>(p + "down_proj", B * h);
   }
   st->final_normed = mem.alloc_array<bf16>("overlap final norm", B * h);
+  if (opt.overlap_trace_capacity > 0) {
+    st->trace_records =
+        mem.alloc_array<TileTraceRecord>("overlap trace records", opt.overlap_trace_capacity);
+    st->trace_cursor = mem.alloc_array<uint32_t>("overlap trace cursor", 1);
+    MEGAOPS_CUDA_CHECK(cudaMemset(st->trace_cursor, 0, sizeof(uint32_t)));
+    MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   ovl = std::move(st);
 }
 
@@ -782,6 +792,7 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
     s.watchdog = st.watchdog->params();
     s.op_id = static_cast<uint32_t>(k);
     s.delay = DelayParams{opt.overlap_delay_max_ns, opt.overlap_delay_seed};
+    s.trace = TraceParams{st.trace_records, st.trace_cursor, opt.overlap_trace_capacity};
     return s;
   };
   auto run = [&](size_t k, cudaStream_t s) {
@@ -1013,6 +1024,42 @@ void ConventionalExecutor::set_overlap_delay(uint32_t max_ns, uint64_t seed) {
 std::vector<std::string> ConventionalExecutor::overlap_op_names() const {
   impl_->setup_overlap();
   return impl_->ovl->op_names;
+}
+
+std::vector<TraceEvent> ConventionalExecutor::take_overlap_trace(uint64_t* dropped) {
+  Impl& s = *impl_;
+  const uint32_t capacity = s.opt.overlap_trace_capacity;
+  if (capacity == 0)
+    throw_input_error("executor", "overlap_trace_capacity", "tracing is off (capacity 0)");
+  s.setup_overlap();
+  const OverlapState& st = *s.ovl;
+  // The overlap streams join the executor's stream at the end of every step.
+  MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  uint32_t appended = 0;
+  MEGAOPS_CUDA_CHECK(
+      cudaMemcpy(&appended, st.trace_cursor, sizeof(appended), cudaMemcpyDeviceToHost));
+  const uint32_t kept = std::min(appended, capacity);
+  std::vector<TileTraceRecord> records(kept);
+  if (kept > 0)
+    MEGAOPS_CUDA_CHECK(cudaMemcpy(records.data(), st.trace_records, kept * sizeof(TileTraceRecord),
+                                  cudaMemcpyDeviceToHost));
+  MEGAOPS_CUDA_CHECK(cudaMemset(st.trace_cursor, 0, sizeof(uint32_t)));
+  MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());
+  if (dropped) *dropped = appended - kept;
+  std::vector<TraceEvent> out;
+  out.reserve(kept);
+  for (const TileTraceRecord& r : records) {
+    TraceEvent e;
+    e.op = r.op < st.op_names.size() ? st.op_names[r.op] : "op " + std::to_string(r.op);
+    e.op_index = r.op;
+    e.block = r.block;
+    e.smid = r.smid;
+    e.wait_start_ns = r.wait_start_ns;
+    e.wait_end_ns = r.wait_end_ns;
+    e.work_end_ns = r.work_end_ns;
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 size_t ConventionalExecutor::kv_bytes_read() const {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "io/chrome_trace.h"
 #include "models/model_config.h"
 #include "reference/ops.h"
 
@@ -57,6 +58,9 @@ struct ExecutorOptions {
   uint32_t overlap_delay_max_ns = 0;
   uint64_t overlap_delay_seed = 0;
   std::string overlap_drop_signal_op;
+  // Timeline tracing of the overlap step (`megaops trace`): room for this many CTA records per
+  // traced step; 0 = off (the kernels' trace hooks then cost one uniform branch each).
+  uint32_t overlap_trace_capacity = 0;
 };
 
 // Fills `out` (numel floats) with the values of weight `spec`; used to upload weights from a
@@ -110,6 +114,10 @@ class ConventionalExecutor {
   void set_overlap_delay(uint32_t max_ns, uint64_t seed);
   // Names of the overlap step's ops, indexed by op id (what the watchdog reports).
   std::vector<std::string> overlap_op_names() const;
+
+  // With overlap_trace_capacity > 0: the CTA records of the overlap steps run since the last call
+  // (or since setup), and starts a new recording. *dropped = records that did not fit.
+  std::vector<TraceEvent> take_overlap_trace(uint64_t* dropped);
 
   // Weight bytes a decode step streams at least once (all weights but an untied embedding table,
   // of which a step reads one row per sequence).

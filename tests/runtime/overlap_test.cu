@@ -301,6 +301,46 @@ TEST(Overlap, Soak) {
   EXPECT_GT(steps, 0);
 }
 
+// (g) timeline tracing: a traced step records every op's CTAs with ordered timestamps and leaves
+// the tokens unchanged; a full buffer drops records (and says how many); an executor without
+// tracing refuses to hand out a trace.
+TEST(Overlap, TraceRecordsEveryOpOfTheStep) {
+  MEGAOPS_REQUIRE_GPU();
+  const ModelConfig cfg = preset_config("tiny-llama3");
+  const uint64_t seed = testing::test_seed();
+  const auto prompts = random_prompts({4, 7}, cfg.vocab_size, seed);
+  ExecutorOptions traced_opt = options(2, 32, DecodeBackend::Overlap);
+  traced_opt.overlap_trace_capacity = 1u << 16;
+  ConventionalExecutor plain(cfg, random_filler(seed), options(2, 32, DecodeBackend::Overlap));
+  ConventionalExecutor traced(cfg, random_filler(seed), traced_opt);
+  EXPECT_EQ(run_steps(plain, prompts, 3, false).tokens,
+            run_steps(traced, prompts, 3, false).tokens);
+  uint64_t dropped = 1;
+  traced.take_overlap_trace(&dropped);  // the steps above
+  traced.decode_step();
+  const std::vector<TraceEvent> events = traced.take_overlap_trace(&dropped);
+  EXPECT_EQ(dropped, 0u);
+  const size_t n_ops = traced.overlap_op_names().size();
+  std::vector<int> ctas(n_ops, 0);
+  for (const TraceEvent& e : events) {
+    ASSERT_LT(e.op_index, n_ops);
+    EXPECT_EQ(e.op, traced.overlap_op_names()[e.op_index]);
+    EXPECT_LE(e.wait_start_ns, e.wait_end_ns) << e.op;
+    EXPECT_LE(e.wait_end_ns, e.work_end_ns) << e.op;
+    ++ctas[e.op_index];
+  }
+  for (size_t k = 0; k < n_ops; ++k)
+    EXPECT_GT(ctas[k], 0) << "no CTA recorded for " << traced.overlap_op_names()[k];
+
+  ExecutorOptions small_opt = traced_opt;
+  small_opt.overlap_trace_capacity = 4;
+  ConventionalExecutor small(cfg, random_filler(seed), small_opt);
+  run_steps(small, prompts, 1, false);
+  EXPECT_EQ(small.take_overlap_trace(&dropped).size(), 4u);
+  EXPECT_GT(dropped, 0u);
+  EXPECT_THROW(plain.take_overlap_trace(&dropped), InputError);
+}
+
 TEST(Overlap, InputErrors) {
   MEGAOPS_REQUIRE_GPU();
   const ModelConfig cfg = preset_config("tiny-llama3");
