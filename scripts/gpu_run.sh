@@ -2,8 +2,12 @@
 # Everything that needs the GPU, in one run (device time is scarce): GPU unit tests, full-model
 # logits against HF transformers on the same GPU, and the decode benchmark. Binaries come prebuilt
 # in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
-#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ab] [soak] [ncu] [sanitize]
+#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ab] [soak] [trace]
+#     [ncu] [sanitize]
 #   (default: tests overlap hf bench)
+# Knobs (environment): BIN, OUT, TEST_FILTER, OVERLAP_PRESETS, OVERLAP_BATCHES, OVERLAP_STREAMS,
+# OVERLAP_ENVS, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, AB_BINS, AB_ENVS, AB_PRESETS,
+# AB_BATCHES, SOAK_*, SANITIZE_FILTER, SANITIZE_LIMIT, TRACE_PRESETS.
 # `ab` benchmarks other builds (AB_BINS) or settings (AB_ENVS) beside this one. `tests` runs every GPU test except the overlap executor's, which `overlap` runs under a time
 # limit (a hang there must not eat the device call) together with the overlap benchmark.
 set -uo pipefail
@@ -47,6 +51,26 @@ if want overlap; then
       --prompt 32 --gen 128 --repeats 3 --pdl both --backend both \
       --json "$OUT/bench_overlap_$preset.json" || status=1
   done
+  # OVERLAP_STREAMS="1 2 4": the overlap step of the first preset at other stream counts W (the
+  # CTA budget of each kernel is about 1/W of the GPU), for the budget question.
+  for w in ${OVERLAP_STREAMS:-}; do
+    preset=${OVERLAP_PRESETS:-llama3.2-1b}
+    preset=${preset%% *}
+    log "bench overlap, $w streams: $preset"
+    timeout -k 5 120 "$BIN/megaops" bench --preset "$preset" --batch ${OVERLAP_BATCHES:-1,8} \
+      --prompt 32 --gen 128 --repeats 3 --pdl off --backend overlap --overlap-streams "$w" \
+      --json "$OUT/bench_overlap_${preset}_w$w.json" || status=1
+  done
+  # OVERLAP_ENVS="name:VAR=value ...": the overlap step of the first preset under another setting
+  # (e.g. wd0:MEGAOPS_WATCHDOG_MS=0, the watchdog's fast-path cost).
+  for entry in ${OVERLAP_ENVS:-}; do
+    preset=${OVERLAP_PRESETS:-llama3.2-1b}
+    preset=${preset%% *}
+    log "bench overlap ${entry#*:}: $preset"
+    timeout -k 5 120 env "${entry#*:}" "$BIN/megaops" bench --preset "$preset" \
+      --batch ${OVERLAP_BATCHES:-1,8} --prompt 32 --gen 128 --repeats 3 --pdl off \
+      --backend overlap --json "$OUT/bench_overlap_${preset}_${entry%%:*}.json" || status=1
+  done
 fi
 
 if want hf; then
@@ -75,11 +99,24 @@ fi
 # out-of-memory API errors it provokes on purpose are what memcheck reports as errors.
 SANITIZE_DEFAULT='-DecodeAttention.MatchesReference:Conventional.OutOfMemoryNamesTheBuffer:DecodeAttention.LongContext:DecodeAttention.LargeBatch:PrefillAttention.MatchesReference:TileSemaphore.ProducerConsumerRandomized:TileSemaphore.GraphReplaysOnMonotonicCounters:TileSemaphoreDeathTest.*:MatmulTest.SmallMMatchesReferenceOnAwkwardShapes:MatmulTest.CublasLtMatchesReferenceOnAwkwardShapes:Sample.SampledMatchesReference:Overlap.TenThousandReplays:Overlap.RandomDelays:OverlapDeathTest.*'
 if want sanitize; then
-  for tool in memcheck racecheck synccheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     log "compute-sanitizer $tool"
-    timeout -k 5 ${SANITIZE_LIMIT:-600} compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/megaops_gpu_tests" \
-      --gtest_filter="${SANITIZE_FILTER:-$SANITIZE_DEFAULT}" >"$OUT/sanitize_$tool.log" 2>&1 || status=1
+    timeout -k 5 ${SANITIZE_LIMIT:-600} compute-sanitizer --tool $tool --error-exitcode 9 \
+      "$BIN/megaops_gpu_tests" --gtest_filter="${SANITIZE_FILTER:-$SANITIZE_DEFAULT}" \
+      >"$OUT/sanitize_$tool.log" 2>&1
+    rc=$?
     tail -3 "$OUT/sanitize_$tool.log"
+    if [ "$tool" = racecheck ] && [ $rc -eq 9 ] && ! grep -q "^\[  FAILED  \]" "$OUT/sanitize_$tool.log"; then
+      # racecheck reports hazards inside cuBLASLt's own Hopper kernels (nvjet*, which synchronise
+      # through TMA and mbarrier waits; docs/RELIABILITY.md). Those are counted and listed, not
+      # failed on: vendor code we cannot change. (Leaving them out with --kernel-name-exclude is
+      # not an option: racecheck then skips the kernels, and every later result is wrong.)
+      ours=$(grep "Race reported" "$OUT/sanitize_$tool.log" | grep -vc "nvjet")
+      vendor=$(grep "Race reported" "$OUT/sanitize_$tool.log" | grep -c "nvjet")
+      echo "racecheck: $ours hazard reports in megaops kernels, $vendor in cuBLASLt (nvjet) kernels"
+      [ "$ours" -eq 0 ] && rc=0
+    fi
+    [ $rc -eq 0 ] || status=1
   done
 fi
 if want profile; then
@@ -98,8 +135,15 @@ if want ab; then
     dir=${entry#*:}
     for preset in ${AB_PRESETS:-llama3.2-1b llama3.1-8b}; do
       log "A/B bench $name ($(cat "$dir/GIT_SHA" 2>/dev/null)): $preset"
-      "$dir/megaops" bench --preset "$preset" --batch ${AB_BATCHES:-1} --prompt 32 --gen 128 \
-        --repeats 3 --pdl both --json "$OUT/ab_${name}_$preset.json" || status=1
+      # AB_BACKEND=overlap: the overlap step instead (PDL does not apply to it).
+      if [ "${AB_BACKEND:-conventional}" = conventional ]; then
+        "$dir/megaops" bench --preset "$preset" --batch ${AB_BATCHES:-1} --prompt 32 --gen 128 \
+          --repeats 3 --pdl both --json "$OUT/ab_${name}_$preset.json" || status=1
+      else
+        "$dir/megaops" bench --preset "$preset" --batch ${AB_BATCHES:-1} --prompt 32 --gen 128 \
+          --repeats 3 --pdl off --backend "$AB_BACKEND" \
+          --json "$OUT/ab_${name}_${AB_BACKEND}_$preset.json" || status=1
+      fi
     done
   done
   # AB_ENVS="name:VAR=value ...": this build under another environment setting.
@@ -118,11 +162,22 @@ fi
 # for SOAK_SECONDS (default 600), every token compared (Overlap.Soak).
 if want soak; then
   log "soak: ${SOAK_SECONDS:-600} s, ${SOAK_PRESET:-llama3.2-1b} batch ${SOAK_BATCH:-8}"
-  MEGAOPS_SOAK_SECONDS=${SOAK_SECONDS:-600} MEGAOPS_SOAK_PRESET=${SOAK_PRESET:-llama3.2-1b} \
+  # Both executors on the small-m matmul kernel (the overlap step's only matmul path), so they
+  # differ only in synchronisation and attention split counts (tests/runtime/overlap_test.cu).
+  MEGAOPS_MATMUL_PATH=small MEGAOPS_SOAK_SECONDS=${SOAK_SECONDS:-600} MEGAOPS_SOAK_PRESET=${SOAK_PRESET:-llama3.2-1b} \
     MEGAOPS_SOAK_BATCH=${SOAK_BATCH:-8} timeout -k 5 $(( ${SOAK_SECONDS:-600} + 120 )) \
     "$BIN/megaops_gpu_tests" --gtest_filter=Overlap.Soak \
     --gtest_output=json:"$OUT/soak.json" >"$OUT/soak.log" 2>&1 || status=1
-  grep -E "^soak:|PASSED|FAILED|Watchdog|watchdog" "$OUT/soak.log" | tail -5
+  grep -E "^soak:|PASSED|FAILED|Watchdog|watchdog|tokens .* vs" "$OUT/soak.log" | tail -8
+fi
+
+if want trace; then
+  for preset in ${TRACE_PRESETS:-llama3.2-1b}; do
+    log "trace: one overlap decode step of $preset, batch 1"
+    timeout -k 5 120 "$BIN/megaops" trace --preset "$preset" --batch 1 \
+      --out "$OUT/trace_$preset.json" || status=1
+    python3 scripts/render_trace.py "$OUT/trace_$preset.json" "$OUT/trace_$preset.png" || status=1
+  done
 fi
 
 if want ncu; then

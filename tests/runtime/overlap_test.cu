@@ -248,6 +248,16 @@ TEST(OverlapDeathTest, WatchdogNamesWaitingOp) {
 // round (prefill, then decode to the end of the context), every token compared. Preset and batch
 // from MEGAOPS_SOAK_PRESET (default llama3.2-1b) and MEGAOPS_SOAK_BATCH (default 8). A hang is
 // caught by the watchdog (an error naming the op), not by this test.
+// Near-ties: the two executors sum in different orders (cuBLASLt vs the small-m kernel, attention
+// split counts), and on the real presets their bf16 logits differ by up to ~1e-2 relative (8e-3
+// measured on llama3.2-1b batch 8), so over millions of tokens a greedy pick flips wherever the
+// top two logits are closer than that. A differing token counts as a near-tie when that
+// sequence's logits agree within SOAK_TOLERANCE (2e-2, the tolerance of the HF comparison, which
+// also compares two bf16 pipelines); both executors then continue from the conventional token
+// (decode_step's forced tokens). Any other difference is a mismatch. Every 64th step the logits of
+// the whole batch are compared as well, and the largest error is reported (and must stay within
+// the tolerance). gpu_run.sh sets MEGAOPS_MATMUL_PATH=small so that both executors run the same
+// matmul kernels and the remaining differences are the attention split counts.
 TEST(Overlap, Soak) {
   MEGAOPS_REQUIRE_GPU();
   const char* secs_env = std::getenv("MEGAOPS_SOAK_SECONDS");
@@ -270,33 +280,62 @@ TEST(Overlap, Soak) {
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  int64_t rounds = 0, steps = 0, mismatches = 0;
-  while (elapsed() < seconds) {
-    const auto prompts =
-        random_prompts(std::vector<int>(batch, PROMPT), cfg.vocab_size, seed + rounds);
-    std::vector<int> a = conv.prefill(prompts), b = ovl.prefill(prompts);
-    mismatches += a != b;
-    for (int s = 0; s + PROMPT + 1 < MAX_SEQ && elapsed() < seconds; ++s, ++steps) {
-      a = conv.decode_step();
-      b = ovl.decode_step();
-      if (a != b) {
+  constexpr double SOAK_TOLERANCE = 2e-2;
+  int64_t rounds = 0, steps = 0, mismatches = 0, near_ties = 0;
+  double worst_sampled = 0;
+  std::vector<int> forced;
+  const size_t v = static_cast<size_t>(cfg.vocab_size);
+  // Largest relative logits error over the batch of the last step.
+  auto sample = [&] {
+    const std::vector<float> lc = conv.last_logits(), lo = ovl.last_logits();
+    double worst = 0;
+    for (size_t r = 0; r * v < lc.size(); ++r)
+      worst = std::max(worst, rel_error(lo.data() + r * v, lc.data() + r * v, v));
+    return worst;
+  };
+  // Classifies the sequences whose tokens differ after a step (or prefill) and sets `forced`.
+  auto compare = [&](const std::vector<int>& a, const std::vector<int>& b, int64_t step) {
+    forced.clear();
+    if (a == b) return;
+    const std::vector<float> lc = conv.last_logits(), lo = ovl.last_logits();
+    for (size_t r = 0; r < a.size(); ++r) {
+      if (a[r] == b[r]) continue;
+      const double err = rel_error(lo.data() + r * v, lc.data() + r * v, v);
+      if (err <= SOAK_TOLERANCE) {
+        ++near_ties;
+      } else {
         ++mismatches;
-        ADD_FAILURE() << "round " << rounds << " step " << s << ": tokens differ";
-        if (mismatches > 10) break;
+        ADD_FAILURE() << "round " << rounds << " step " << step << " sequence " << r << ": tokens "
+                      << a[r] << " vs " << b[r] << ", logits differ by " << err;
       }
     }
+    forced = a;
+  };
+  while (elapsed() < seconds && mismatches <= 10) {
+    const auto prompts =
+        random_prompts(std::vector<int>(batch, PROMPT), cfg.vocab_size, seed + rounds);
+    compare(conv.prefill(prompts), ovl.prefill(prompts), -1);
+    for (int s = 0; s + PROMPT + 1 < MAX_SEQ && elapsed() < seconds && mismatches <= 10;
+         ++s, ++steps) {
+      const std::vector<int>* f = forced.empty() ? nullptr : &forced;
+      const std::vector<int> a = conv.decode_step(f);
+      const std::vector<int> b = ovl.decode_step(f);
+      compare(a, b, s);
+      if (steps % 64 == 0) worst_sampled = std::max(worst_sampled, sample());
+    }
     ++rounds;
-    if (mismatches > 10) break;
   }
   std::printf(
       "soak: %s batch %d, %.0f s, %lld rounds, %lld overlap steps (%lld tokens), "
-      "%lld mismatches\n",
+      "%lld mismatches, %lld near-ties, worst sampled logits error %.3e\n",
       preset.c_str(), batch, elapsed(), static_cast<long long>(rounds),
       static_cast<long long>(steps), static_cast<long long>(steps * batch),
-      static_cast<long long>(mismatches));
+      static_cast<long long>(mismatches), static_cast<long long>(near_ties), worst_sampled);
   RecordProperty("soak_seconds", static_cast<int>(elapsed()));
   RecordProperty("soak_steps", static_cast<int>(steps));
   RecordProperty("soak_mismatches", static_cast<int>(mismatches));
+  RecordProperty("soak_near_ties", static_cast<int>(near_ties));
+  EXPECT_LE(worst_sampled, SOAK_TOLERANCE);
   EXPECT_EQ(mismatches, 0);
   EXPECT_GT(steps, 0);
 }
