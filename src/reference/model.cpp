@@ -4,11 +4,13 @@
 // GQA attention with rotate-half RoPE, Qwen3's per-head q/k RMSNorm before RoPE, SwiGLU MLP.
 #include "reference/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "core/error.h"
 #include "models/checkpoint.h"
+#include "models/tensor_parallel.h"
 #include "reference/ops.h"
 
 namespace megaops::ref {
@@ -28,15 +30,41 @@ Weights load_weights(const Checkpoint& ckpt) {
   return w;
 }
 
-Model::Model(const Weights& weights, int max_seq_len)
-    : w_(weights),
-      max_seq_len_(max_seq_len),
-      inv_freq_(rope_inv_freq(weights.cfg)),
-      k_cache_(weights.cfg.num_layers),
-      v_cache_(weights.cfg.num_layers) {
+Model::Model(const Weights& weights, int max_seq_len, int tp)
+    : w_(weights), max_seq_len_(max_seq_len), inv_freq_(rope_inv_freq(weights.cfg)) {
   if (max_seq_len <= 0) {
     throw InputError("maximum context must be positive, found " + std::to_string(max_seq_len));
   }
+  const ModelConfig& c = weights.cfg;
+  for (int r = 0; r < tp; ++r) {
+    const TpShape s = tp_shape(c, tp, r);
+    Rank rank;
+    rank.cfg = tp_rank_config(c, s);
+    rank.vocab0 = s.vocab0;
+    rank.vocab = s.vocab;
+    rank.k_cache.resize(c.num_layers);
+    rank.v_cache.resize(c.num_layers);
+    if (tp > 1) {
+      for (const WeightSpec& spec : expected_weights(c)) {
+        const TpSlice slice = tp_slice(c, s, spec.name);
+        if (slice.split == TpSplit::Replicated) continue;  // read from w_
+        const int64_t rows = spec.shape[0], cols = spec.shape.size() > 1 ? spec.shape[1] : 1;
+        rank.shards.emplace(spec.name, tp_cut(weights.get(spec.name), rows, cols, slice));
+      }
+      if (c.tie_word_embeddings) {
+        const std::string table = "model.embed_tokens.weight";
+        rank.shards.emplace("lm_head.weight",
+                            tp_cut(weights.get(table), c.vocab_size, c.hidden_size,
+                                   tp_slice(c, s, table, /*as_lm_head=*/true)));
+      }
+    }
+    ranks_.push_back(std::move(rank));
+  }
+}
+
+const float* Model::weight(const Rank& r, const std::string& name) const {
+  auto it = r.shards.find(name);
+  return it != r.shards.end() ? it->second.data() : w_.get(name).data();
 }
 
 std::vector<float> Model::forward(const std::vector<int>& tokens) {
@@ -56,67 +84,92 @@ std::vector<float> Model::forward(const std::vector<int>& tokens) {
   if (n == 0) return {};
 
   const int hidden = c.hidden_size;
-  const int inter = c.intermediate_size;
-  const int q_dim = c.q_dim();
-  const int kv_dim = c.kv_dim();
   const size_t rows = static_cast<size_t>(n);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
 
-  std::vector<float> x(rows * hidden), h(rows * hidden), proj(rows * hidden);
-  std::vector<float> q(rows * q_dim), k(rows * kv_dim), v(rows * kv_dim), attn(rows * q_dim);
-  std::vector<float> gate(rows * inter), up(rows * inter);
-
+  std::vector<float> x(rows * hidden), h(rows * hidden), proj(rows * hidden), sum(rows * hidden);
   std::vector<int32_t> ids(tokens.begin(), tokens.end());
   embedding(w_.get("model.embed_tokens.weight").data(), ids.data(), x.data(), n, hidden);
 
+  // Every rank's partial output of a row-parallel block, added in rank order into x (at tp = 1
+  // the one partial is added directly: the same arithmetic as a model without TP).
+  auto all_reduce_into_x = [&](auto&& partial) {
+    if (ranks_.size() == 1) {
+      partial(ranks_[0], proj.data());
+      add(x.data(), proj.data(), x.data(), x.size());
+      return;
+    }
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (Rank& r : ranks_) {
+      partial(r, proj.data());
+      add(sum.data(), proj.data(), sum.data(), sum.size());
+    }
+    add(x.data(), sum.data(), x.data(), x.size());
+  };
+
   for (int l = 0; l < c.num_layers; ++l) {
-    auto lw = [&](const char* suffix) -> const float* {
-      return w_.get(layer_weight_name(l, suffix)).data();
+    auto lw = [&](const Rank& r, const char* suffix) {
+      return weight(r, layer_weight_name(l, suffix));
     };
 
-    rmsnorm(x.data(), lw("input_layernorm.weight"), h.data(), n, hidden, c.rms_norm_eps);
-    matmul(h.data(), lw("self_attn.q_proj.weight"), q.data(), n, hidden, q_dim);
-    matmul(h.data(), lw("self_attn.k_proj.weight"), k.data(), n, hidden, kv_dim);
-    matmul(h.data(), lw("self_attn.v_proj.weight"), v.data(), n, hidden, kv_dim);
-    if (c.has_qk_norm()) {
-      rmsnorm(q.data(), lw("self_attn.q_norm.weight"), q.data(), n * c.num_heads, c.head_dim,
-              c.rms_norm_eps);
-      rmsnorm(k.data(), lw("self_attn.k_norm.weight"), k.data(), n * c.num_kv_heads, c.head_dim,
-              c.rms_norm_eps);
-    }
-    for (int t = 0; t < n; ++t) {
-      rope(q.data() + t * static_cast<size_t>(q_dim), c.num_heads, c.head_dim, pos_ + t,
-           inv_freq_.data());
-      rope(k.data() + t * static_cast<size_t>(kv_dim), c.num_kv_heads, c.head_dim, pos_ + t,
-           inv_freq_.data());
-    }
+    rmsnorm(x.data(), lw(ranks_[0], "input_layernorm.weight"), h.data(), n, hidden, c.rms_norm_eps);
+    all_reduce_into_x([&](Rank& r, float* out) {
+      const ModelConfig& rc = r.cfg;
+      const int q_dim = rc.q_dim(), kv_dim = rc.kv_dim();
+      std::vector<float> q(rows * q_dim), k(rows * kv_dim), v(rows * kv_dim), attn(rows * q_dim);
+      matmul(h.data(), lw(r, "self_attn.q_proj.weight"), q.data(), n, hidden, q_dim);
+      matmul(h.data(), lw(r, "self_attn.k_proj.weight"), k.data(), n, hidden, kv_dim);
+      matmul(h.data(), lw(r, "self_attn.v_proj.weight"), v.data(), n, hidden, kv_dim);
+      if (rc.has_qk_norm()) {
+        rmsnorm(q.data(), lw(r, "self_attn.q_norm.weight"), q.data(), n * rc.num_heads, rc.head_dim,
+                rc.rms_norm_eps);
+        rmsnorm(k.data(), lw(r, "self_attn.k_norm.weight"), k.data(), n * rc.num_kv_heads,
+                rc.head_dim, rc.rms_norm_eps);
+      }
+      for (int t = 0; t < n; ++t) {
+        rope(q.data() + t * static_cast<size_t>(q_dim), rc.num_heads, rc.head_dim, pos_ + t,
+             inv_freq_.data());
+        rope(k.data() + t * static_cast<size_t>(kv_dim), rc.num_kv_heads, rc.head_dim, pos_ + t,
+             inv_freq_.data());
+      }
+      std::vector<float>& kc = r.k_cache[l];
+      std::vector<float>& vc = r.v_cache[l];
+      kc.resize(new_len * kv_dim);
+      vc.resize(new_len * kv_dim);
+      std::copy(k.begin(), k.end(), kc.begin() + static_cast<size_t>(pos_) * kv_dim);
+      std::copy(v.begin(), v.end(), vc.begin() + static_cast<size_t>(pos_) * kv_dim);
+      attention_prefill(q.data(), kc.data(), vc.data(), n, pos_, rc.num_heads, rc.num_kv_heads,
+                        rc.head_dim, scale, attn.data());
+      matmul(attn.data(), lw(r, "self_attn.o_proj.weight"), out, n, q_dim, hidden);
+    });
 
-    // The cache grows with the context rather than being sized to max_seq_len up front: the CLI
-    // falls back to this model for real checkpoints, where a full-length cache would be gigabytes.
-    std::vector<float>& kc = k_cache_[l];
-    std::vector<float>& vc = v_cache_[l];
-    kc.resize(new_len * kv_dim);
-    vc.resize(new_len * kv_dim);
-    std::copy(k.begin(), k.end(), kc.begin() + static_cast<size_t>(pos_) * kv_dim);
-    std::copy(v.begin(), v.end(), vc.begin() + static_cast<size_t>(pos_) * kv_dim);
-
-    attention_prefill(q.data(), kc.data(), vc.data(), n, pos_, c.num_heads, c.num_kv_heads,
-                      c.head_dim, scale, attn.data());
-    matmul(attn.data(), lw("self_attn.o_proj.weight"), proj.data(), n, q_dim, hidden);
-    add(x.data(), proj.data(), x.data(), x.size());
-
-    rmsnorm(x.data(), lw("post_attention_layernorm.weight"), h.data(), n, hidden, c.rms_norm_eps);
-    matmul(h.data(), lw("mlp.gate_proj.weight"), gate.data(), n, hidden, inter);
-    matmul(h.data(), lw("mlp.up_proj.weight"), up.data(), n, hidden, inter);
-    silu_mul(gate.data(), up.data(), gate.data(), gate.size());
-    matmul(gate.data(), lw("mlp.down_proj.weight"), proj.data(), n, inter, hidden);
-    add(x.data(), proj.data(), x.data(), x.size());
+    rmsnorm(x.data(), lw(ranks_[0], "post_attention_layernorm.weight"), h.data(), n, hidden,
+            c.rms_norm_eps);
+    all_reduce_into_x([&](Rank& r, float* out) {
+      const int inter = r.cfg.intermediate_size;
+      std::vector<float> gate(rows * inter), up(rows * inter);
+      matmul(h.data(), lw(r, "mlp.gate_proj.weight"), gate.data(), n, hidden, inter);
+      matmul(h.data(), lw(r, "mlp.up_proj.weight"), up.data(), n, hidden, inter);
+      silu_mul(gate.data(), up.data(), gate.data(), gate.size());
+      matmul(gate.data(), lw(r, "mlp.down_proj.weight"), out, n, inter, hidden);
+    });
   }
 
   rmsnorm(x.data(), w_.get("model.norm.weight").data(), h.data(), n, hidden, c.rms_norm_eps);
-  const char* head_name = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
   std::vector<float> logits(rows * c.vocab_size);
-  matmul(h.data(), w_.get(head_name).data(), logits.data(), n, hidden, c.vocab_size);
+  if (ranks_.size() == 1) {
+    const char* head = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    matmul(h.data(), w_.get(head).data(), logits.data(), n, hidden, c.vocab_size);
+  } else {
+    // Vocab-parallel LM head: each rank's logits columns, gathered.
+    for (const Rank& r : ranks_) {
+      std::vector<float> part(rows * r.vocab);
+      matmul(h.data(), weight(r, "lm_head.weight"), part.data(), n, hidden, r.vocab);
+      for (size_t t = 0; t < rows; ++t)
+        std::copy(part.begin() + t * r.vocab, part.begin() + (t + 1) * r.vocab,
+                  logits.begin() + t * c.vocab_size + r.vocab0);
+    }
+  }
   pos_ = static_cast<int>(new_len);
   return logits;
 }

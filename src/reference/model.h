@@ -27,9 +27,15 @@ struct Weights {
 Weights load_weights(const Checkpoint& ckpt);
 
 // One sequence's state: its KV cache and position. Several Models may share one Weights.
+//
+// With tp > 1 the forward runs as `tp` tensor-parallel ranks (models/tensor_parallel.h), each on
+// its shard of the weights and its kv heads' cache, the row-parallel partial outputs added (the
+// all-reduce, in rank order) and the vocab-parallel logits gathered: the CPU oracle of the TP
+// executors (issue 6). tp = 1 is the plain model. Throws InputError when tp does not divide the
+// model (tp_shape).
 class Model {
  public:
-  Model(const Weights& weights, int max_seq_len);
+  Model(const Weights& weights, int max_seq_len, int tp = 1);
 
   // Runs tokens at positions [pos(), pos() + n), appending to the KV cache. Returns logits
   // [n, vocab_size], row-major. Throws InputError on ids outside the vocabulary or on running past
@@ -37,16 +43,27 @@ class Model {
   std::vector<float> forward(const std::vector<int>& tokens);
 
   int pos() const { return pos_; }
+  int tp() const { return static_cast<int>(ranks_.size()); }
   void reset() { pos_ = 0; }
 
  private:
+  // One tensor-parallel rank: its configuration (heads, kv heads, intermediate size), its LM head
+  // rows, the shards it owns (empty at tp = 1: the full weights are used) and its KV cache, per
+  // layer [pos, kv heads of the rank, head_dim], grown as the context grows (a real checkpoint on
+  // the CPU fallback must not allocate max_seq_len up front).
+  struct Rank {
+    ModelConfig cfg;
+    int vocab0 = 0, vocab = 0;
+    std::unordered_map<std::string, std::vector<float>> shards;
+    std::vector<std::vector<float>> k_cache, v_cache;
+  };
+  const float* weight(const Rank& r, const std::string& name) const;
+
   const Weights& w_;
   int max_seq_len_;
   int pos_ = 0;
   std::vector<float> inv_freq_;
-  // Per layer: [pos, num_kv_heads, head_dim], grown as the context grows (a real checkpoint on the
-  // CPU fallback must not allocate max_seq_len up front).
-  std::vector<std::vector<float>> k_cache_, v_cache_;
+  std::vector<Rank> ranks_;
 };
 
 }  // namespace megaops::ref
