@@ -3,7 +3,7 @@
 # logits against HF transformers on the same GPU, and the decode benchmark. Binaries come prebuilt
 # in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
 #   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ab] [soak] [trace]
-#     [ncu] [sanitize]
+#     [ncu] [ncu_matmul] [sanitize]
 #   (default: tests overlap hf bench)
 # Knobs (environment): BIN, OUT, TEST_FILTER, OVERLAP_PRESETS, OVERLAP_BATCHES, OVERLAP_STREAMS,
 # OVERLAP_ENVS, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, AB_BINS, AB_ENVS, AB_PRESETS,
@@ -177,7 +177,22 @@ if want trace; then
     timeout -k 5 120 "$BIN/megaops" trace --preset "$preset" --batch 1 \
       --out "$OUT/trace_$preset.json" || status=1
     python3 scripts/render_trace.py "$OUT/trace_$preset.json" "$OUT/trace_$preset.png" || status=1
+    python3 scripts/trace_report.py "$OUT/trace_$preset.json" --json "$OUT/trace_report_$preset.json" ||
+      status=1
   done
+fi
+
+# ncu_matmul: the small-m kernel on the 8B QKV and O shapes (60% of the HBM ceiling, the largest
+# gap of the 8B step: docs/perf-notes.md), with source counters, to see where a CTA's time goes.
+if want ncu_matmul; then
+  log "ncu: small-m matmul, llama3.1-8b batch 1"
+  timeout -k 5 240 ncu --kernel-name regex:matmul_small_m --launch-skip ${NCU_SKIP:-200} \
+    --launch-count ${NCU_COUNT:-4} --set full --import-source yes -o "$OUT/ncu_matmul" \
+    "$BIN/megaops" bench --preset llama3.1-8b --batch 1 --prompt 32 --gen 8 --repeats 1 --pdl off \
+    >"$OUT/ncu_matmul.log" 2>&1 || status=1
+  ncu --import "$OUT/ncu_matmul.ncu-rep" --page details >"$OUT/ncu_matmul.txt" 2>&1
+  grep -E "Duration|Grid Size|Registers|Memory Throughput|DRAM Throughput|Achieved Occupancy" \
+    "$OUT/ncu_matmul.txt"
 fi
 
 if want ncu; then
