@@ -88,6 +88,12 @@ Runner add_plan(CLI::App& app) {
     CostModel cost;
     cost.overlap_supported = false;
     cost.fixed_split_supported = false;
+    // The overlap executor as measured (docs/overlap-design.md, trace of 2026-11-29): consumers
+    // wait for whole tensors, a handoff takes 2.6 us (median), and a waiting small-m CTA holds
+    // one 32 KB weight group (three CTAs per SM: 96 KB per worker, not the 256 KB default).
+    cost.overlap_tensor_waits = true;
+    cost.overlap_handoff_us = 2.6;
+    cost.machine.staging_bytes = 96 << 10;
     ServiceTable table;
     for (const std::string& p : o->profiles) {
       const std::string text = read_text_file(p);

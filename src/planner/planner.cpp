@@ -118,6 +118,11 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
                                                    : 0.0;
     if (policy == Policy::Dynamic) tile_extra += cost.dynamic_tile_us;
     const bool barriers = b == Backend::Conventional || keep_barriers;
+    // Per-tensor waits (CostModel::overlap_tensor_waits) in an overlap region: a consumer tile
+    // waits for its producers' whole outputs plus the handoff latency; its weights still stream
+    // into staging while it waits.
+    const bool tensor_waits = b == Backend::Overlap && !barriers && cost.overlap_tensor_waits;
+    std::map<int, int> tensor_ready;  // producer op -> join "whole output ready + handoff"
     int prev_done = -1;
     std::vector<int> dones;
     for (int oi = r.first_op; oi <= r.last_op; ++oi) {
@@ -128,6 +133,13 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
                       b == Backend::Conventional ? cost.launch_us : 0.0);
       const int64_t tiles = op.num_tiles();
       const double frac = 1.0 / static_cast<double>(tiles);
+      // The handoff joins go before the op's tiles: tile k of op oi is task op_first_tile + k.
+      if (tensor_waits)
+        for (const OpInput& in : op.inputs)
+          if (in.producer >= r.first_op && t.op_first_tile[in.producer] >= 0 &&
+              !tensor_ready.count(in.producer))
+            tensor_ready.emplace(in.producer,
+                                 join({t.op_done[in.producer]}, cost.overlap_handoff_us));
       t.op_first_tile[oi] = static_cast<int>(t.tasks.size());
       for (int64_t k = 0; k < tiles; ++k) {
         TileTask task;
@@ -144,6 +156,10 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
         for (int ii = 0; ii < static_cast<int>(op.inputs.size()); ++ii) {
           const OpInput& in = op.inputs[ii];
           if (t.op_first_tile[in.producer] < 0) continue;  // produced before this graph
+          if (tensor_waits && in.producer >= r.first_op) {
+            task.data_deps.push_back(tensor_ready.at(in.producer));
+            continue;
+          }
           switch (in.pattern) {
             case ReadPattern::AllFoldable:
             case ReadPattern::AllRow:

@@ -31,8 +31,14 @@ struct CostModel {
   double overlap_region_us = 1.8;  // entering an overlap region: one boundary, kernels pre-issued
   double overlap_tile_us = 0.3;    // per tile of an overlap region: acquire wait + release signal
   double persistent_region_us = 1.8;
-  double persistent_tile_us = 0.2;    // per tile of a persistent region: scheduler + semaphores
-  double dynamic_tile_us = 0.1;       // per tile under a dynamic split: work-queue atomics
+  double persistent_tile_us = 0.2;  // per tile of a persistent region: scheduler + semaphores
+  double dynamic_tile_us = 0.1;     // per tile under a dynamic split: work-queue atomics
+  // How the overlap executor synchronises: false = per tile (the design), true = per tensor (the
+  // executor as it is: a consumer waits for its producer's whole output). overlap_handoff_us is
+  // the latency from a producer's last tile to its consumers' first work under per-tensor waits
+  // (measured 1.2-3.3 us, median 2.6, in the trace of bench/results/2026-11-29-eeaaee5-variants).
+  bool overlap_tensor_waits = false;
+  double overlap_handoff_us = 0;
   bool overlap_supported = true;      // executor_supports for overlap regions
   bool fixed_split_supported = true;  // executor_supports for the fixed-split sharing policy
   bool persistent_supported = false;  // executor_supports for persistent regions

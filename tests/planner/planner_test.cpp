@@ -89,6 +89,36 @@ TEST(Planner, OverlapSavesExactlyTheConsumerWeightLoad) {
   EXPECT_NEAR(o2->predicted_us, r2.baseline_us - weight_load_us - 1.8, 1e-9);
 }
 
+// The overlap executor as it is (CostModel::overlap_tensor_waits): the consumer waits for the
+// producer's whole output plus the handoff, and still streams its weights while it waits. Same
+// chain as above: it saves the weight load and pays the handoff.
+TEST(Planner, TensorWaitsPayTheHandoffAndKeepThePrefetch) {
+  CostModel cost;
+  cost.machine.bytes_per_us = 1000;
+  cost.machine.staging_bytes = 1e12;
+  cost.launch_us = 0;
+  cost.overlap_region_us = 0;
+  cost.overlap_tile_us = 0;
+  cost.overlap_tensor_waits = true;
+  cost.overlap_handoff_us = 2.5;
+  const OpGraph g = two_ops(synthetic("producer", 4, 10, 0, cost.machine),
+                            synthetic("consumer", 8, 1, 500, cost.machine), true);
+  const RegionGraph rg = single_op_groups(g);
+  const PlanResult r = plan(g, ServiceTable(), PlanOptions(), cost, &rg);
+  EXPECT_NEAR(r.baseline_us, 10 + 4 + 1, 1e-9);
+  const Candidate* overlap = find(r, Backend::Overlap, Backend::Overlap, true, Policy::Serial);
+  ASSERT_NE(overlap, nullptr);
+  // Producer 10 us; the consumer's 4 us of weights landed meanwhile; handoff 2.5; compute 1.
+  EXPECT_NEAR(overlap->predicted_us, 10 + 2.5 + 1, 1e-9);
+  // A handoff longer than the weight load makes overlap lose: the barrier is the better plan.
+  cost.overlap_handoff_us = 6;
+  const PlanResult slow = plan(g, ServiceTable(), PlanOptions(), cost, &rg);
+  const Candidate* o2 = find(slow, Backend::Overlap, Backend::Overlap, true, Policy::Serial);
+  ASSERT_NE(o2, nullptr);
+  EXPECT_NEAR(o2->predicted_us, 10 + 6 + 1, 1e-9);
+  EXPECT_EQ(slow.ranked[slow.pick].regions[0].backend, Backend::Conventional);
+}
+
 TEST(Planner, BestFixedSplitBalancesPerCtaThroughput) {
   CostModel cost;
   cost.launch_us = 0;
