@@ -53,13 +53,19 @@ const Candidate* find(const PlanResult& r, Backend first, Backend second, bool o
   return nullptr;
 }
 
-TEST(Planner, OverlapSavesExactlyTheConsumerWeightLoad) {
+// The two-op chain tests' machine: 1,000 bytes/us, unlimited staging, no fixed costs.
+CostModel chain_cost() {
   CostModel cost;
   cost.machine.bytes_per_us = 1000;
   cost.machine.staging_bytes = 1e12;
   cost.launch_us = 0;
   cost.overlap_region_us = 0;
   cost.overlap_tile_us = 0;
+  return cost;
+}
+
+TEST(Planner, OverlapSavesExactlyTheConsumerWeightLoad) {
+  CostModel cost = chain_cost();
   // Producer: 4 tiles of 10 us compute, no bytes. Consumer: 8 tiles of 500 bytes (4 us through
   // the queue, less than the producer's 10 us) and 1 us compute.
   const OpGraph g = two_ops(synthetic("producer", 4, 10, 0, cost.machine),
@@ -93,12 +99,7 @@ TEST(Planner, OverlapSavesExactlyTheConsumerWeightLoad) {
 // producer's whole output plus the handoff, and still streams its weights while it waits. Same
 // chain as above: it saves the weight load and pays the handoff.
 TEST(Planner, TensorWaitsPayTheHandoffAndKeepThePrefetch) {
-  CostModel cost;
-  cost.machine.bytes_per_us = 1000;
-  cost.machine.staging_bytes = 1e12;
-  cost.launch_us = 0;
-  cost.overlap_region_us = 0;
-  cost.overlap_tile_us = 0;
+  CostModel cost = chain_cost();
   cost.overlap_tensor_waits = true;
   cost.overlap_handoff_us = 2.5;
   const OpGraph g = two_ops(synthetic("producer", 4, 10, 0, cost.machine),
