@@ -16,7 +16,9 @@ wt=$(mktemp -d /tmp/megaops-variant-XXXXXX)
 trap 'git -C "$root" worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"' EXIT
 git worktree add --detach "$wt" HEAD >/dev/null
 for p in "$@"; do
-  git -C "$wt" apply "$root/$p" || { echo "build_variant.sh: $p does not apply to HEAD" >&2; exit 1; }
+  # Three-way, so a patch written against main still stacks on the patches before it.
+  git -C "$wt" apply -3 "$root/$p" >/dev/null 2>&1 ||
+    { echo "build_variant.sh: $p does not apply (three-way) on HEAD + the patches before it" >&2; exit 1; }
 done
 (cd "$wt" && BUILD_DIR=build scripts/build.sh >/dev/null)
 mkdir -p ".carry/$name"
