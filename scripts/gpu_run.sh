@@ -177,6 +177,8 @@ if want trace; then
     timeout -k 5 120 "$BIN/megaops" trace --preset "$preset" --batch 1 \
       --out "$OUT/trace_$preset.json" || status=1
     python3 scripts/render_trace.py "$OUT/trace_$preset.json" "$OUT/trace_$preset.png" || status=1
+    python3 scripts/render_trace.py "$OUT/trace_$preset.json" "$OUT/trace_${preset}_start.png" \
+      --max-us "${TRACE_MAX_US:-110}" || status=1
     python3 scripts/trace_report.py "$OUT/trace_$preset.json" --json "$OUT/trace_report_$preset.json" ||
       status=1
   done
