@@ -21,8 +21,8 @@ struct TpShape {
   int head0 = 0, heads = 0;        // q heads [head0, head0 + heads)
   int kv_head0 = 0, kv_heads = 0;  // kv heads [kv_head0, kv_head0 + kv_heads)
   int inter0 = 0, inter = 0;       // intermediate features [inter0, inter0 + inter)
-  int vocab0 = 0, vocab = 0;       // LM head rows [vocab0, vocab0 + vocab): ceil split, the last
-                                   // ranks may hold one row fewer
+  int vocab0 = 0, vocab = 0;       // LM head rows [vocab0, vocab0 + vocab): blocks of
+                                   // ceil(vocab_size / tp), so the last ranks may hold fewer
 };
 
 // Throws InputError (naming the field, expected vs found) unless 1 <= tp, 0 <= rank < tp, and tp
