@@ -206,8 +206,9 @@ struct ConventionalExecutor::Impl {
 
   LaunchOptions launch(bool pdl) const { return LaunchOptions{stream, pdl}; }
 
-  void matmul(const bf16* x, const bf16* w, void* y, DType y_dtype, int m, int n, int k, bool pdl,
-              const char* op) {
+  // y [m, n] = x [m, k] . w [n, k]^T, contiguous rows; launch options and hooks left default.
+  static MatmulParams matmul_params(const bf16* x, const bf16* w, void* y, DType y_dtype, int m,
+                                    int n, int k) {
     MatmulParams p;
     p.x = x;
     p.ldx = k;
@@ -218,8 +219,58 @@ struct ConventionalExecutor::Impl {
     p.m = m;
     p.n = n;
     p.k = k;
+    return p;
+  }
+
+  void matmul(const bf16* x, const bf16* w, void* y, DType y_dtype, int m, int n, int k, bool pdl,
+              const char* op) {
+    MatmulParams p = matmul_params(x, w, y, y_dtype, m, n, k);
     p.launch = launch(pdl);
     check(mm->run(p), op);
+  }
+
+  // The embedding of n tokens into `out`; launch options and hooks left to the caller.
+  EmbeddingParams embedding_params(const int32_t* ids, float* out, int n) const {
+    EmbeddingParams ep;
+    ep.ids = ids;
+    ep.table = embed;
+    ep.out = out;
+    ep.n = n;
+    ep.hidden = cfg.hidden_size;
+    ep.vocab = cfg.vocab_size;
+    return ep;
+  }
+
+  // residual += delta_in (none when null), out = RMSNorm(residual) * w, for `rows` rows.
+  AddRmsNormParams add_rmsnorm_params(float* resid, const float* delta_in, const bf16* w, bf16* out,
+                                      int rows) const {
+    AddRmsNormParams p;
+    p.residual = resid;
+    p.delta_f32 = delta_in;
+    p.weight = w;
+    p.out = out;
+    p.rows = rows;
+    p.n = cfg.hidden_size;
+    p.eps = cfg.rms_norm_eps;
+    return p;
+  }
+
+  // What decode and prefill attention params share: layer L's cache, q, out, slots and shapes.
+  template <typename P>
+  P attention_params(const LayerWeights& L, const bf16* q_in, bf16* out,
+                     const int32_t* slot_of) const {
+    P ap;
+    ap.q = q_in;
+    ap.k_cache = L.k_cache;
+    ap.v_cache = L.v_cache;
+    ap.slots = slot_of;
+    ap.out = out;
+    ap.num_heads = cfg.num_heads;
+    ap.num_kv_heads = cfg.num_kv_heads;
+    ap.head_dim = cfg.head_dim;
+    ap.max_seq = opt.max_seq;
+    ap.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+    return ap;
   }
 
   // The QKV post-processing of layer L for t tokens (both decode steps and prefill); launch
@@ -250,33 +301,16 @@ struct ConventionalExecutor::Impl {
   DecodeAttentionParams decode_attention_params(const LayerWeights& L, const bf16* q_in, bf16* out,
                                                 float* workspace, const int32_t* slot_of,
                                                 const int32_t* ctx_lens, int b) const {
-    DecodeAttentionParams ap;
-    ap.q = q_in;
-    ap.k_cache = L.k_cache;
-    ap.v_cache = L.v_cache;
-    ap.slots = slot_of;
+    DecodeAttentionParams ap = attention_params<DecodeAttentionParams>(L, q_in, out, slot_of);
     ap.ctx_lens = ctx_lens;
-    ap.out = out;
     ap.workspace = workspace;
     ap.b = b;
-    ap.num_heads = cfg.num_heads;
-    ap.num_kv_heads = cfg.num_kv_heads;
-    ap.head_dim = cfg.head_dim;
-    ap.max_seq = opt.max_seq;
-    ap.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
     return ap;
   }
 
   void add_rmsnorm(const float* delta_in, const bf16* w, bf16* out, int rows, bool pdl,
                    const char* op) {
-    AddRmsNormParams p;
-    p.residual = residual;
-    p.delta_f32 = delta_in;
-    p.weight = w;
-    p.out = out;
-    p.rows = rows;
-    p.n = cfg.hidden_size;
-    p.eps = cfg.rms_norm_eps;
+    AddRmsNormParams p = add_rmsnorm_params(residual, delta_in, w, out, rows);
     p.launch = launch(pdl);
     check(launch_add_rmsnorm(p), op);
   }
@@ -287,13 +321,7 @@ struct ConventionalExecutor::Impl {
                   const int32_t* ctx, bool decode, bool pdl) {
     const int h = cfg.hidden_size, qd = cfg.q_dim(), kvd = cfg.kv_dim(),
               inter = cfg.intermediate_size;
-    EmbeddingParams ep;
-    ep.ids = ids;
-    ep.table = embed;
-    ep.out = residual;
-    ep.n = t;
-    ep.hidden = h;
-    ep.vocab = cfg.vocab_size;
+    EmbeddingParams ep = embedding_params(ids, residual, t);
     ep.launch = launch(pdl);
     check(launch_embedding(ep), "embedding");
     for (int l = 0; l < cfg.num_layers; ++l) {
@@ -310,19 +338,9 @@ struct ConventionalExecutor::Impl {
         ap.launch = launch(pdl);
         check(launch_decode_attention(ap), "decode_attention");
       } else {
-        PrefillAttentionParams ap;
-        ap.q = q;
-        ap.k_cache = L.k_cache;
-        ap.v_cache = L.v_cache;
-        ap.slots = slots;
+        PrefillAttentionParams ap = attention_params<PrefillAttentionParams>(L, q, attn, slots);
         ap.positions = pos;
-        ap.out = attn;
         ap.t = t;
-        ap.num_heads = cfg.num_heads;
-        ap.num_kv_heads = cfg.num_kv_heads;
-        ap.head_dim = cfg.head_dim;
-        ap.max_seq = opt.max_seq;
-        ap.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
         ap.launch = launch(pdl);
         check(launch_prefill_attention(ap), "prefill_attention");
       }
@@ -532,16 +550,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   };
   MatmulContext* mmc = mm.get();
   auto matmul_op = [&](const bf16* x, const bf16* w, float* y, int n, int k) {
-    MatmulParams p;
-    p.x = x;
-    p.ldx = k;
-    p.w = w;
-    p.y = y;
-    p.ldy = n;
-    p.y_dtype = DType::F32;
-    p.m = b;
-    p.n = n;
-    p.k = k;
+    const MatmulParams p = matmul_params(x, w, y, DType::F32, b, n, k);
     add(
         true, p,
         [](MatmulParams q, int cap, KernelFootprint* f) {
@@ -554,27 +563,14 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
         });
   };
   auto norm_op = [&](const float* delta_in, const bf16* w, bf16* out) {
-    AddRmsNormParams p;
-    p.residual = st.resid;
-    p.delta_f32 = delta_in;
-    p.weight = w;
-    p.out = out;
-    p.rows = b;
-    p.n = h;
-    p.eps = cfg.rms_norm_eps;
+    const AddRmsNormParams p = add_rmsnorm_params(st.resid, delta_in, w, out, b);
     add(
         false, p,
         [](AddRmsNormParams q, int, KernelFootprint* f) { return add_rmsnorm_footprint(q, f); },
         [](AddRmsNormParams q, int) { return launch_add_rmsnorm(q); });
   };
 
-  EmbeddingParams ep;
-  ep.ids = dec_tokens;
-  ep.table = embed;
-  ep.out = st.resid;
-  ep.n = b;
-  ep.hidden = h;
-  ep.vocab = cfg.vocab_size;
+  const EmbeddingParams ep = embedding_params(dec_tokens, st.resid, b);
   add(
       false, ep,
       [](EmbeddingParams q, int, KernelFootprint* f) { return embedding_footprint(q, f); },
