@@ -51,26 +51,26 @@ if want overlap; then
       --prompt 32 --gen 128 --repeats 3 --pdl both --backend both \
       --json "$OUT/bench_overlap_$preset.json" || status=1
   done
-  # OVERLAP_STREAMS="1 2 4": the overlap step of the first preset at other stream counts W (the
-  # CTA budget of each kernel is about 1/W of the GPU), for the budget question.
-  for w in ${OVERLAP_STREAMS:-}; do
-    preset=${OVERLAP_PRESETS:-llama3.2-1b}
+  # The overlap step of the first preset under another setting: NAME, then env assignments, then
+  # extra bench flags after "--".
+  overlap_variant() {
+    local name=$1 preset=${OVERLAP_PRESETS:-llama3.2-1b}
+    shift
     preset=${preset%% *}
-    log "bench overlap, $w streams: $preset"
-    timeout -k 5 120 "$BIN/megaops" bench --preset "$preset" --batch ${OVERLAP_BATCHES:-1,8} \
-      --prompt 32 --gen 128 --repeats 3 --pdl off --backend overlap --overlap-streams "$w" \
-      --json "$OUT/bench_overlap_${preset}_w$w.json" || status=1
-  done
-  # OVERLAP_ENVS="name:VAR=value ...": the overlap step of the first preset under another setting
-  # (e.g. wd0:MEGAOPS_WATCHDOG_MS=0, the watchdog's fast-path cost).
-  for entry in ${OVERLAP_ENVS:-}; do
-    preset=${OVERLAP_PRESETS:-llama3.2-1b}
-    preset=${preset%% *}
-    log "bench overlap ${entry#*:}: $preset"
-    timeout -k 5 120 env "${entry#*:}" "$BIN/megaops" bench --preset "$preset" \
+    local envs=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    log "bench overlap $name: $preset"
+    timeout -k 5 120 env "${envs[@]}" "$BIN/megaops" bench --preset "$preset" \
       --batch ${OVERLAP_BATCHES:-1,8} --prompt 32 --gen 128 --repeats 3 --pdl off \
-      --backend overlap --json "$OUT/bench_overlap_${preset}_${entry%%:*}.json" || status=1
-  done
+      --backend overlap "$@" --json "$OUT/bench_overlap_${preset}_$name.json" || status=1
+  }
+  # OVERLAP_STREAMS="1 2 4": other stream counts W (the CTA budget of each kernel is about 1/W of
+  # the GPU), for the budget question.
+  for w in ${OVERLAP_STREAMS:-}; do overlap_variant "w$w" -- --overlap-streams "$w"; done
+  # OVERLAP_ENVS="name:VAR=value ...": another setting (e.g. wd0:MEGAOPS_WATCHDOG_MS=0, the
+  # watchdog's fast-path cost).
+  for entry in ${OVERLAP_ENVS:-}; do overlap_variant "${entry%%:*}" "${entry#*:}"; done
 fi
 
 if want hf; then

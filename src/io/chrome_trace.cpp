@@ -45,24 +45,19 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events, const Trace
   for (size_t i = 0; i < events.size(); ++i) {
     const TraceEvent& e = events[i];
     sm_lanes[e.smid] = std::max(sm_lanes[e.smid], lanes[i] + 1);
-    const nlohmann::json args = {{"op_index", e.op_index}, {"cta", e.block}};
-    if (e.wait_end_ns > e.wait_start_ns)
+    // One complete ("X") slice of this CTA's lane.
+    auto slice = [&](const char* cat, uint64_t from, uint64_t to) {
       out.push_back({{"name", e.op},
-                     {"cat", "wait"},
+                     {"cat", cat},
                      {"ph", "X"},
-                     {"ts", us(e.wait_start_ns)},
-                     {"dur", us(e.wait_end_ns) - us(e.wait_start_ns)},
+                     {"ts", us(from)},
+                     {"dur", us(to) - us(from)},
                      {"pid", e.smid},
                      {"tid", lanes[i]},
-                     {"args", args}});
-    out.push_back({{"name", e.op},
-                   {"cat", "work"},
-                   {"ph", "X"},
-                   {"ts", us(e.wait_end_ns)},
-                   {"dur", us(e.work_end_ns) - us(e.wait_end_ns)},
-                   {"pid", e.smid},
-                   {"tid", lanes[i]},
-                   {"args", args}});
+                     {"args", {{"op_index", e.op_index}, {"cta", e.block}}}});
+    };
+    if (e.wait_end_ns > e.wait_start_ns) slice("wait", e.wait_start_ns, e.wait_end_ns);
+    slice("work", e.wait_end_ns, e.work_end_ns);
   }
   for (const auto& [sm, n] : sm_lanes) {
     out.push_back({{"name", "process_name"},
