@@ -107,6 +107,13 @@ std::vector<float> Model::forward(const std::vector<int>& tokens) {
     add(x.data(), sum.data(), x.data(), x.size());
   };
 
+  // Scratch of one rank's blocks, reused by every rank and layer (tp divides heads, kv heads and
+  // features evenly, so all ranks have rank 0's shapes).
+  const ModelConfig& rc0 = ranks_[0].cfg;
+  std::vector<float> q(rows * rc0.q_dim()), k(rows * rc0.kv_dim()), v(rows * rc0.kv_dim()),
+      attn(rows * rc0.q_dim()), gate(rows * rc0.intermediate_size),
+      up(rows * rc0.intermediate_size);
+
   for (int l = 0; l < c.num_layers; ++l) {
     auto lw = [&](const Rank& r, const char* suffix) {
       return weight(r, layer_weight_name(l, suffix));
@@ -116,7 +123,6 @@ std::vector<float> Model::forward(const std::vector<int>& tokens) {
     all_reduce_into_x([&](Rank& r, float* out) {
       const ModelConfig& rc = r.cfg;
       const int q_dim = rc.q_dim(), kv_dim = rc.kv_dim();
-      std::vector<float> q(rows * q_dim), k(rows * kv_dim), v(rows * kv_dim), attn(rows * q_dim);
       matmul(h.data(), lw(r, "self_attn.q_proj.weight"), q.data(), n, hidden, q_dim);
       matmul(h.data(), lw(r, "self_attn.k_proj.weight"), k.data(), n, hidden, kv_dim);
       matmul(h.data(), lw(r, "self_attn.v_proj.weight"), v.data(), n, hidden, kv_dim);
@@ -147,7 +153,6 @@ std::vector<float> Model::forward(const std::vector<int>& tokens) {
             c.rms_norm_eps);
     all_reduce_into_x([&](Rank& r, float* out) {
       const int inter = r.cfg.intermediate_size;
-      std::vector<float> gate(rows * inter), up(rows * inter);
       matmul(h.data(), lw(r, "mlp.gate_proj.weight"), gate.data(), n, hidden, inter);
       matmul(h.data(), lw(r, "mlp.up_proj.weight"), up.data(), n, hidden, inter);
       silu_mul(gate.data(), up.data(), gate.data(), gate.size());
