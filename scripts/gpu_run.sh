@@ -2,11 +2,11 @@
 # Everything that needs the GPU, in one run (device time is scarce): GPU unit tests, full-model
 # logits against HF transformers on the same GPU, and the decode benchmark. Binaries come prebuilt
 # in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
-#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ab] [soak] [trace]
-#     [ncu] [ncu_matmul] [sanitize]
+#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ab] [tp] [soak]
+#     [trace] [ncu] [ncu_matmul] [sanitize]
 #   (default: tests overlap hf bench)
 # Knobs (environment): BIN, OUT, TEST_FILTER, OVERLAP_PRESETS, OVERLAP_BATCHES, OVERLAP_STREAMS,
-# OVERLAP_ENVS, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, AB_BINS, AB_ENVS, AB_PRESETS,
+# OVERLAP_ENVS, OVERLAP_FLAGS, TP_PRESETS, TP_SIZES, TP_BATCHES, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, AB_BINS, AB_ENVS, AB_PRESETS,
 # AB_BATCHES, SOAK_*, SANITIZE_FILTER, SANITIZE_LIMIT, TRACE_PRESETS.
 # `ab` benchmarks other builds (AB_BINS) or settings (AB_ENVS) beside this one. `tests` runs every GPU test except the overlap executor's, which `overlap` runs under a time
 # limit (a hang there must not eat the device call) together with the overlap benchmark.
@@ -23,6 +23,11 @@ if ldd "$BIN/megaops" | grep -q "not found"; then
   export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${lt:-}:${LD_LIBRARY_PATH:-}"
 fi
 ldd "$BIN/megaops" | grep -E "cublas|not found"
+# NCCL is loaded at run time only for tensor parallelism: PyTorch's copy. NVLink multicast stays
+# off on the shared multi-GPU hosts (it can take their GPUs out of service).
+nccl=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
+[ -n "$nccl" ] && export LD_LIBRARY_PATH="$nccl:${LD_LIBRARY_PATH:-}"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(tests overlap hf bench)
 status=0
@@ -71,6 +76,12 @@ if want overlap; then
   # OVERLAP_ENVS="name:VAR=value ...": another setting (e.g. wd0:MEGAOPS_WATCHDOG_MS=0, the
   # watchdog's fast-path cost).
   for entry in ${OVERLAP_ENVS:-}; do overlap_variant "${entry%%:*}" "${entry#*:}"; done
+  # OVERLAP_FLAGS="name:--flag ...": the overlap step with another bench flag (e.g.
+  # v0:--overlap-v0); commas in the flag become spaces ("c3:--overlap-vendor-chunks,3").
+  for entry in ${OVERLAP_FLAGS:-}; do
+    flags=${entry#*:}
+    overlap_variant "${entry%%:*}" -- ${flags//,/ }
+  done
 fi
 
 if want hf; then
@@ -154,6 +165,21 @@ if want ab; then
       log "A/B bench $name ($setting): $preset"
       env "$setting" "$BIN/megaops" bench --preset "$preset" --batch ${AB_BATCHES:-1} --prompt 32 \
         --gen 128 --repeats 3 --pdl both --json "$OUT/ab_${name}_$preset.json" || status=1
+    done
+  done
+fi
+
+# tp: tensor-parallel decode (bench --tp N, one process per GPU) for TP_SIZES that fit the GPUs
+# present, the scaling table of the 8B presets.
+if want tp; then
+  ngpu=$(nvidia-smi -L | grep -c "^GPU")
+  for preset in ${TP_PRESETS:-llama3.1-8b qwen3-8b}; do
+    for tp in ${TP_SIZES:-1 2 4 8}; do
+      [ "$tp" -le "$ngpu" ] || continue
+      log "bench tensor parallel, tp $tp: $preset"
+      timeout -k 5 ${TP_LIMIT:-240} "$BIN/megaops" bench --preset "$preset" --tp "$tp" \
+        --batch ${TP_BATCHES:-1,32} --prompt 32 --gen 128 --repeats 3 --pdl both \
+        --json "$OUT/bench_tp${tp}_$preset.json" || status=1
     done
   done
 fi
