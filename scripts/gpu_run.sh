@@ -188,9 +188,7 @@ fi
 # for SOAK_SECONDS (default 600), every token compared (Overlap.Soak).
 if want soak; then
   log "soak: ${SOAK_SECONDS:-600} s, ${SOAK_PRESET:-llama3.2-1b} batch ${SOAK_BATCH:-8}"
-  # Both executors on the small-m matmul kernel (the overlap step's only matmul path), so they
-  # differ only in synchronisation and attention split counts (tests/runtime/overlap_test.cu).
-  MEGAOPS_MATMUL_PATH=small MEGAOPS_SOAK_SECONDS=${SOAK_SECONDS:-600} MEGAOPS_SOAK_PRESET=${SOAK_PRESET:-llama3.2-1b} \
+  MEGAOPS_SOAK_SECONDS=${SOAK_SECONDS:-600} MEGAOPS_SOAK_PRESET=${SOAK_PRESET:-llama3.2-1b} \
     MEGAOPS_SOAK_BATCH=${SOAK_BATCH:-8} timeout -k 5 $(( ${SOAK_SECONDS:-600} + 120 )) \
     "$BIN/megaops_gpu_tests" --gtest_filter=Overlap.Soak \
     --gtest_output=json:"$OUT/soak.json" >"$OUT/soak.log" 2>&1 || status=1

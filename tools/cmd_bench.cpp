@@ -32,7 +32,8 @@ struct BenchOpts {
   std::string model, preset, batches, pdl = "both", backend = "conventional", json_out, git_sha,
                                       plan;
   double plan_predicted_us = -1;  // from --plan, recorded beside the measurement
-  int prompt = 32, gen = 128, repeats = 3, overlap_streams = 3;
+  int prompt = 32, gen = 128, repeats = 3, overlap_streams = 3, overlap_vendor_chunks = 1;
+  bool overlap_v0 = false;
   uint64_t seed = 0;
 };
 
@@ -79,6 +80,9 @@ int run(const BenchOpts& o) {
   if (o.overlap_streams < 1 || o.overlap_streams > 8)
     throw_input_error("--overlap-streams", "",
                       "expected 1..8, found " + std::to_string(o.overlap_streams));
+  if (o.overlap_vendor_chunks < 1 || o.overlap_vendor_chunks > 64)
+    throw_input_error("--overlap-vendor-chunks", "",
+                      "expected 1..64, found " + std::to_string(o.overlap_vendor_chunks));
   // The default output (conventional only) keeps its historical columns.
   const bool show_backend = o.backend != "conventional";
   const ModelSource src = open_model_source(o.model, o.preset, o.seed);
@@ -97,6 +101,8 @@ int run(const BenchOpts& o) {
   eo.max_batch = max_batch;
   eo.max_seq = o.prompt + o.gen;
   eo.overlap_streams = o.overlap_streams;
+  eo.overlap_conventional_arithmetic = !o.overlap_v0;
+  eo.overlap_vendor_chunks = o.overlap_vendor_chunks;
   ConventionalExecutor ex(cfg, src.weights, eo,
                           [&](size_t d, size_t t) { print_progress("loading " + src.name, d, t); });
   const double floor_ms = ex.weight_bytes() / (ceiling_gbps * 1e9) * 1e3;
@@ -165,6 +171,8 @@ int run(const BenchOpts& o) {
                         {"new_tokens", o.gen},
                         {"repeats", o.repeats},
                         {"overlap_streams", o.overlap_streams},
+                        {"overlap_arithmetic", o.overlap_v0 ? "v0" : "conventional"},
+                        {"overlap_vendor_chunks", o.overlap_vendor_chunks},
                         {"weight_bytes", ex.weight_bytes()},
                         {"hbm_read_ceiling_gbps", ceiling_gbps},
                         {"bandwidth_floor_ms", floor_ms},
@@ -244,6 +252,10 @@ Runner add_bench(CLI::App& app) {
                  "decode backend: conventional (default), overlap or both");
   app.add_option("--overlap-streams", o->overlap_streams,
                  "W of the overlap backend: kernels live at once (1..8, default 3)");
+  app.add_flag("--overlap-v0", o->overlap_v0,
+               "overlap step of v0: every matmul on the small-m kernel, capped attention splits");
+  app.add_option("--overlap-vendor-chunks", o->overlap_vendor_chunks,
+                 "launches per cuBLASLt matmul of the overlap step, along N (default 1)");
   app.add_option("--seed", o->seed, "seed of the random weights and prompts");
   app.add_option("--json", o->json_out, "write results as JSON here");
   app.add_option("--git-sha", o->git_sha, "recorded in the JSON (default $MEGAOPS_GIT_SHA)");

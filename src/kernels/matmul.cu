@@ -413,12 +413,14 @@ constexpr int MATMUL_DISPATCH_SMALL_K_MAX = 4096;
 constexpr int MATMUL_DISPATCH_SMALL_N_MAX = 8192;
 static_assert(MATMUL_DISPATCH_SMALL_M_MAX <= MATMUL_SMALL_M_MAX);
 
+bool MatmulContext::uses_small_m(const MatmulParams& p) const {
+  return forced_path_ ? forced_path_ == 1 && p.m <= MATMUL_SMALL_M_MAX
+                      : p.m <= MATMUL_DISPATCH_SMALL_M_MAX && p.k <= MATMUL_DISPATCH_SMALL_K_MAX &&
+                            p.n <= MATMUL_DISPATCH_SMALL_N_MAX;
+}
+
 cudaError_t MatmulContext::run(const MatmulParams& p) {
-  const bool small = forced_path_ ? forced_path_ == 1 && p.m <= MATMUL_SMALL_M_MAX
-                                  : p.m <= MATMUL_DISPATCH_SMALL_M_MAX &&
-                                        p.k <= MATMUL_DISPATCH_SMALL_K_MAX &&
-                                        p.n <= MATMUL_DISPATCH_SMALL_N_MAX;
-  return small ? run_small_m(p) : run_cublaslt(p);
+  return uses_small_m(p) ? run_small_m(p) : run_cublaslt(p);
 }
 
 namespace {

@@ -44,6 +44,8 @@ class MatmulContext {
 
   // Dispatches on m; returns the launch status. Invalid shapes give cudaErrorInvalidValue.
   cudaError_t run(const MatmulParams& p);
+  // The path run(p) takes: true for the small-m kernel, false for cuBLASLt.
+  bool uses_small_m(const MatmulParams& p) const;
 
   // Forces a path (tests and benchmarks).
   cudaError_t run_small_m(const MatmulParams& p);

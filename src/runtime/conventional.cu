@@ -20,6 +20,7 @@
 #include "kernels/rmsnorm.cuh"
 #include "kernels/sampling.cuh"
 #include "kernels/silu_mul.cuh"
+#include "kernels/tile_gate.cuh"
 #include "models/checkpoint.h"
 #include "runtime/conventional.h"
 #include "runtime/device_memory.h"
@@ -99,6 +100,10 @@ struct OverlapOp {
   int cap = 0;   // chosen budget (launch argument)
   int ctas = 0;  // CTAs launched with that budget
   int blocks_per_sm = 0;
+  // A vendor kernel behind a gate (kernels/tile_gate.cuh): while it waits it holds the gate's one
+  // CTA (its footprint); once running, its CTAs' needs are unknown, so the budget check treats
+  // one of them as needing a whole SM.
+  bool opaque = false;
 };
 
 // Everything the overlap backend owns, set up on first use (so a conventional executor allocates
@@ -450,7 +455,7 @@ void ConventionalExecutor::Impl::setup_overlap() {
   for (cudaError_t err :
        {MatmulContext::preload_kernels(), preload_rmsnorm_kernels(), preload_qkv_rope_kernels(),
         preload_attention_kernels(), preload_silu_mul_kernels(), preload_embedding_kernels(),
-        preload_sampling_kernels(), preload_step_state_kernels()})
+        preload_sampling_kernels(), preload_step_state_kernels(), preload_tile_gate_kernels()})
     MEGAOPS_CUDA_CHECK(err);
   int device = 0;
   MEGAOPS_CUDA_CHECK(cudaGetDevice(&device));
@@ -471,7 +476,9 @@ void ConventionalExecutor::Impl::setup_overlap() {
     for (const char* op :
          {"input_layernorm", "qkv_proj", "qkv_rope", "attention", "attention_combine", "o_proj",
           "post_attention_layernorm", "gate_up_proj", "silu_mul", "down_proj"})
-      st->op_names.push_back("layer " + std::to_string(l) + " " + op);
+      // With the conventional arithmetic the attention kernel merges its own splits.
+      if (!opt.overlap_conventional_arithmetic || std::string(op) != "attention_combine")
+        st->op_names.push_back("layer " + std::to_string(l) + " " + op);
   for (const char* op : {"final_norm", "lm_head", "sample", "step_advance"})
     st->op_names.push_back(op);
 
@@ -549,8 +556,39 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     ops.push_back(std::move(op));
   };
   MatmulContext* mmc = mm.get();
+  const bool same_arithmetic = opt.overlap_conventional_arithmetic;
+  const int chunks = opt.overlap_vendor_chunks;
   auto matmul_op = [&](const bf16* x, const bf16* w, float* y, int n, int k) {
     const MatmulParams p = matmul_params(x, w, y, DType::F32, b, n, k);
+    if (same_arithmetic && !mmc->uses_small_m(p)) {
+      // The conventional step's cuBLASLt call, unmodified, behind a gate and before a signal
+      // (kernels/tile_gate.cuh); with chunks > 1, one call per N range, each signalling its share.
+      OverlapOp op;
+      op.name = st.op_names[ops.size()];
+      op.opaque = true;
+      op.footprint = [](int, KernelFootprint* f) { return tile_gate_footprint(f); };
+      op.launch = [p, mmc, chunks](int, const TileSync& sync, cudaStream_t s) {
+        if (const cudaError_t err = launch_tile_gate(sync, s); err != cudaSuccess) return err;
+        const int c = std::min(chunks, p.n);
+        for (int i = 0; i < c; ++i) {
+          const int n0 = static_cast<int>(static_cast<int64_t>(p.n) * i / c);
+          const int n1 = static_cast<int>(static_cast<int64_t>(p.n) * (i + 1) / c);
+          MatmulParams q = p;
+          q.w = p.w + static_cast<int64_t>(n0) * p.k;
+          q.y = static_cast<float*>(p.y) + n0;
+          q.n = n1 - n0;
+          q.launch = LaunchOptions{s, false};
+          if (const cudaError_t err = mmc->run_cublaslt(q); err != cudaSuccess) return err;
+          if (sync.signal_counter == nullptr) continue;  // a dropped signal (watchdog test)
+          if (const cudaError_t err = launch_tile_signal(sync, tile_gate_chunk_share(i, c), s);
+              err != cudaSuccess)
+            return err;
+        }
+        return cudaSuccess;
+      };
+      ops.push_back(std::move(op));
+      return;
+    }
     add(
         true, p,
         [](MatmulParams q, int cap, KernelFootprint* f) {
@@ -568,6 +606,24 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
         false, p,
         [](AddRmsNormParams q, int, KernelFootprint* f) { return add_rmsnorm_footprint(q, f); },
         [](AddRmsNormParams q, int) { return launch_add_rmsnorm(q); });
+  };
+
+  auto silu_op = [&](const float* gu, bf16* act) {
+    SiluMulParams sp;
+    sp.gate_up_f32 = gu;
+    sp.out = act;
+    sp.m = b;
+    sp.inter = inter;
+    add(
+        true, sp,
+        [](SiluMulParams q, int cap, KernelFootprint* f) {
+          q.max_ctas = cap;
+          return silu_mul_footprint(q, f);
+        },
+        [](SiluMulParams q, int cap) {
+          q.max_ctas = cap;
+          return launch_silu_mul(q);
+        });
   };
 
   const EmbeddingParams ep = embedding_params(dec_tokens, st.resid, b);
@@ -591,8 +647,27 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
           q.max_ctas = cap;
           return launch_qkv_rope(q);
         });
-    const DecodeAttentionParams ap =
-        decode_attention_params(W, A.q, A.attn, A.ws, dec_slots, dec_ctx, b);
+    DecodeAttentionParams ap = decode_attention_params(W, A.q, A.attn, A.ws, dec_slots, dec_ctx, b);
+    if (same_arithmetic) {
+      // The conventional step's launch: default split count, the last CTA of a group merges
+      // (its signal comes after the merge, so the consumer sees merged rows). The merge
+      // counters are shared with the conventional step: the two never run at once, and the
+      // attention ops of two layers are never live together (ten ops apart, W <= 8).
+      ap.done_counters = attn_done;
+      add(
+          false, ap,
+          [](DecodeAttentionParams q, int, KernelFootprint* f) {
+            KernelFootprint unused;
+            return decode_attention_footprint(q, f, &unused);
+          },
+          [](DecodeAttentionParams q, int) { return launch_decode_attention_split(q); });
+      matmul_op(A.attn, W.wo, A.o, h, qd);
+      norm_op(A.o, W.ln2, A.n2);
+      matmul_op(A.n2, W.wgu, A.gu, 2 * inter, h);
+      silu_op(A.gu, A.act);
+      matmul_op(A.act, W.wdown, A.down, h, inter);
+      continue;
+    }
     // The split count fixes the workspace layout, so the combine launch must see the split's
     // max_split_ctas: the split op publishes its chosen budget into a cell both ops share.
     auto split_cap = std::make_shared<int>(0);
@@ -624,21 +699,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     matmul_op(A.attn, W.wo, A.o, h, qd);
     norm_op(A.o, W.ln2, A.n2);
     matmul_op(A.n2, W.wgu, A.gu, 2 * inter, h);
-    SiluMulParams sp;
-    sp.gate_up_f32 = A.gu;
-    sp.out = A.act;
-    sp.m = b;
-    sp.inter = inter;
-    add(
-        true, sp,
-        [](SiluMulParams q, int cap, KernelFootprint* f) {
-          q.max_ctas = cap;
-          return silu_mul_footprint(q, f);
-        },
-        [](SiluMulParams q, int cap) {
-          q.max_ctas = cap;
-          return launch_silu_mul(q);
-        });
+    silu_op(A.gu, A.act);
     matmul_op(A.act, W.wdown, A.down, h, inter);
   }
   norm_op(st.layers.back().down, final_norm, st.final_normed);
@@ -696,10 +757,14 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
 // covered: an SM's shared-memory carveout, which the occupancy API does not model across
 // different kernels; to be measured (docs/overlap-design.md).
 //
-// Budgets: every cappable kernel gets cap_k = max(1, floor(c * occ_k * SMs)) with one uniform
-// fraction c, the largest (bisection) for which all conditions hold; fixed-grid kernels (norms,
-// embedding, sampler) keep their grids. c -> 0 gives one CTA per cappable kernel, which satisfies
-// (A) unless the fixed grids alone violate it; then the step is refused with an error.
+// Budgets: every cappable kernel gets cap_k = max(1, floor(c_k * occ_k * SMs)) with its own
+// fraction c_k, all starting at 1; fixed-grid kernels (norms, embedding, attention, sampler) keep
+// their grids. While some O violates both conditions, each cappable later op of a violating O
+// that still has more than one CTA loses 20% of c_k (once per pass). So a kernel is cut only
+// where some window needs it: with opaque ops (condition (A) only) the few kernels that wait
+// behind a vendor GEMM shrink, the others keep their full grids (a uniform c cut them all).
+// One CTA per cappable kernel satisfies (A) unless the fixed grids alone violate it; then the
+// step is refused with an error.
 void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& ops) const {
   const size_t W = static_cast<size_t>(opt.overlap_streams);
   const int sms = ovl->sms;
@@ -711,43 +776,47 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
       throw DeviceError("overlap: a CTA of op '" + op.name + "' does not fit on an SM");
     op.blocks_per_sm = f.blocks_per_sm;
   }
+  std::vector<double> frac(n, 1.0);
   // In op order: the attention combine's footprint reads the split's budget set just before.
-  auto assign = [&](double c) {
+  auto assign = [&]() {
     for (size_t k = 0; k < n; ++k) {
       OverlapOp& op = ops[k];
-      op.cap =
-          op.cappable ? std::max(1, static_cast<int>(std::floor(c * op.blocks_per_sm * sms))) : 0;
+      op.cap = op.cappable
+                   ? std::max(1, static_cast<int>(std::floor(frac[k] * op.blocks_per_sm * sms)))
+                   : 0;
       KernelFootprint f;
       MEGAOPS_CUDA_CHECK(op.footprint(op.cap, &f));
       op.ctas = f.ctas;
     }
   };
-  auto feasible = [&]() {
-    for (size_t o = 0; o < n; ++o) {
-      double count = 0, load = 0;
-      for (size_t k = o + 1; k < std::min(n, o + W); ++k) {
-        count += ops[k].ctas;
-        load += static_cast<double>(ops[k].ctas) / ops[k].blocks_per_sm;
-      }
-      const bool by_count = count <= sms - 1;
-      const bool by_load = load <= sms * (1.0 - 1.0 / ops[o].blocks_per_sm);
-      if (!by_count && !by_load) return false;
+  auto violated = [&](size_t o) {
+    double count = 0, load = 0;
+    for (size_t k = o + 1; k < std::min(n, o + W); ++k) {
+      count += ops[k].ctas;
+      load += static_cast<double>(ops[k].ctas) / ops[k].blocks_per_sm;
     }
-    return true;
+    const bool by_count = count <= sms - 1;
+    // An opaque op's running CTAs may need a whole SM: only (A) guarantees it one.
+    const bool by_load = !ops[o].opaque && load <= sms * (1.0 - 1.0 / ops[o].blocks_per_sm);
+    return !by_count && !by_load;
   };
-  assign(1.0);
-  if (!feasible()) {
-    double lo = 0.0, hi = 1.0;
-    assign(lo);
-    if (!feasible())
+  assign();
+  for (int pass = 0;; ++pass) {
+    std::vector<char> shrink(n, 0);
+    bool any = false, can = false;
+    for (size_t o = 0; o < n; ++o) {
+      if (!violated(o)) continue;
+      any = true;
+      for (size_t k = o + 1; k < std::min(n, o + W); ++k)
+        if (ops[k].cappable && ops[k].cap > 1) shrink[k] = 1, can = true;
+    }
+    if (!any) break;
+    if (!can || pass > 4000)
       throw Error("overlap: the fixed-grid kernels of this batch cannot be co-resident with " +
                   std::to_string(W) + " live kernels; use fewer overlap streams");
-    for (int it = 0; it < 30; ++it) {
-      const double mid = 0.5 * (lo + hi);
-      assign(mid);
-      (feasible() ? lo : hi) = mid;
-    }
-    assign(lo);
+    for (size_t k = 0; k < n; ++k)
+      if (shrink[k]) frac[k] *= 0.8;
+    assign();
   }
   ops[n].cap = 0;
   ops[n].ctas = 1;
@@ -840,6 +909,9 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   if (opt.overlap_streams < 1 || opt.overlap_streams > 8)
     throw_input_error("executor", "overlap_streams",
                       "expected 1..8, found " + std::to_string(opt.overlap_streams));
+  if (opt.overlap_vendor_chunks < 1 || opt.overlap_vendor_chunks > 64)
+    throw_input_error("executor", "overlap_vendor_chunks",
+                      "expected 1..64, found " + std::to_string(opt.overlap_vendor_chunks));
 
   MEGAOPS_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   s.mm = std::make_unique<MatmulContext>();

@@ -50,6 +50,15 @@ struct ExecutorOptions {
   int overlap_streams = 3;  // W: live kernels at most (1..8)
   // Watchdog bound of every overlap wait in ms; -1 = MEGAOPS_WATCHDOG_MS or 2000, 0 = none.
   int64_t overlap_watchdog_ms = -1;
+  // The overlap step computes exactly what the conventional step computes (PDL off): every matmul
+  // takes the conventional step's path (cuBLASLt ones run unmodified behind a gate kernel and
+  // before a signal kernel, kernels/tile_gate.cuh) and attention keeps its default split count and
+  // in-kernel merge (no separate combine op). Off: the v0 step (every matmul on the small-m
+  // kernel, attention splits capped by the CTA budget and merged by a combine op).
+  bool overlap_conventional_arithmetic = true;
+  // Vendor matmuls of the overlap step run as this many launches along N, each followed by its
+  // own signal (issue 3 item 5: chunk granularity); 1 = one launch, the conventional step's bits.
+  int overlap_vendor_chunks = 1;
   // Test knobs (defaults off). Reverse: issue the streams' ops last stream first (consumers before
   // their producers; each stream's own order is kept, which stream semantics require). Delay: a
   // random delay in [0, max] ns before every signal, per (seed, op, CTA, step). Drop: the named op

@@ -59,17 +59,29 @@ ExecutorOptions options(int batch, int max_seq, DecodeBackend backend) {
   return o;
 }
 
-void expect_same(const Trace& conv, const Trace& ovl, const std::string& what) {
+// Same tokens, and logits within 1e-3 relative or (exact) bit for bit.
+void expect_same(const Trace& conv, const Trace& ovl, const std::string& what, bool exact = false) {
   ASSERT_EQ(conv.tokens, ovl.tokens) << what;
   ASSERT_EQ(conv.logits.size(), ovl.logits.size()) << what;
-  for (size_t s = 0; s < conv.logits.size(); ++s)
-    EXPECT_LE(rel_error(ovl.logits[s].data(), conv.logits[s].data(), conv.logits[s].size()), 1e-3)
-        << what << " step " << s;
+  for (size_t s = 0; s < conv.logits.size(); ++s) {
+    const double err =
+        rel_error(ovl.logits[s].data(), conv.logits[s].data(), conv.logits[s].size());
+    if (exact)
+      EXPECT_EQ(err, 0.0) << what << " step " << s
+                          << ": the same arithmetic must give the same bits";
+    else
+      EXPECT_LE(err, 1e-3) << what << " step " << s;
+  }
 }
 
+// same_arithmetic: ExecutorOptions::overlap_conventional_arithmetic (then logits must agree bit
+// for bit when chunks == 1); chunks: overlap_vendor_chunks. Batch 12 puts every matmul of the
+// conventional step on cuBLASLt (m > 8), so the overlap step runs them behind gates.
 struct Case {
   std::string preset;
   int batch;
+  bool same_arithmetic = true;
+  int chunks = 1;
 };
 
 class OverlapVsConventional : public ::testing::TestWithParam<Case> {};
@@ -80,8 +92,8 @@ TEST_P(OverlapVsConventional, SameTokensAndLogits) {
   const Case c = GetParam();
   const ModelConfig cfg = preset_config(c.preset);
   const uint64_t seed = testing::test_seed();
-  std::vector<int> lens = {7, 3, 12};
-  lens.resize(c.batch);
+  std::vector<int> lens(c.batch);
+  for (int i = 0; i < c.batch; ++i) lens[i] = 3 + (7 * i + 4) % 11;
   const auto prompts = random_prompts(lens, cfg.vocab_size, seed);
   constexpr int STEPS = 64;
   ConventionalExecutor conv(cfg, random_filler(seed),
@@ -92,25 +104,32 @@ TEST_P(OverlapVsConventional, SameTokensAndLogits) {
       ExecutorOptions o = options(c.batch, 96, DecodeBackend::Overlap);
       o.pdl = pdl;
       o.debug_sync = debug;
+      o.overlap_conventional_arithmetic = c.same_arithmetic;
+      o.overlap_vendor_chunks = c.chunks;
       ConventionalExecutor ovl(cfg, random_filler(seed), o);
       // Two generations on one executor: the counters carry over a prefill without a reset.
       for (int round = 0; round < 2; ++round)
         expect_same(ref, run_steps(ovl, prompts, STEPS, true),
                     c.preset + " pdl " + std::to_string(pdl) + " debug " + std::to_string(debug) +
-                        " round " + std::to_string(round));
+                        " round " + std::to_string(round),
+                    c.same_arithmetic && c.chunks == 1);
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, OverlapVsConventional,
-                         ::testing::Values(Case{"tiny-llama3", 1}, Case{"tiny-llama3", 3},
-                                           Case{"tiny-qwen3", 1}, Case{"tiny-qwen3", 3}),
-                         [](const auto& info) {
-                           std::string n =
-                               info.param.preset + "_b" + std::to_string(info.param.batch);
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Presets, OverlapVsConventional,
+    ::testing::Values(Case{"tiny-llama3", 1}, Case{"tiny-llama3", 3}, Case{"tiny-qwen3", 1},
+                      Case{"tiny-qwen3", 3}, Case{"tiny-llama3", 12}, Case{"tiny-qwen3", 12},
+                      Case{"tiny-llama3", 12, true, 3}, Case{"tiny-llama3", 3, false},
+                      Case{"tiny-qwen3", 3, false}),
+    [](const auto& info) {
+      std::string n = info.param.preset + "_b" + std::to_string(info.param.batch) +
+                      (info.param.same_arithmetic ? "" : "_v0") +
+                      (info.param.chunks > 1 ? "_chunks" + std::to_string(info.param.chunks) : "");
+      for (char& ch : n)
+        if (ch == '-') ch = '_';
+      return n;
+    });
 
 // The batch may change between prefills: counters stay consistent (constant sum per step).
 TEST(Overlap, BatchChangesAcrossPrefills) {
@@ -124,7 +143,7 @@ TEST(Overlap, BatchChangesAcrossPrefills) {
     lens.resize(b);
     const auto prompts = random_prompts(lens, cfg.vocab_size, seed + b);
     expect_same(run_steps(conv, prompts, 16, true), run_steps(ovl, prompts, 16, true),
-                "batch " + std::to_string(b));
+                "batch " + std::to_string(b), true);
   }
 }
 
@@ -173,39 +192,55 @@ TEST(Overlap, ConsumerFirstIssueOrder) {
   MEGAOPS_REQUIRE_GPU();
   const ModelConfig cfg = preset_config("tiny-llama3");
   const uint64_t seed = testing::test_seed();
-  const auto prompts = random_prompts({4, 8, 1}, cfg.vocab_size, seed);
-  ConventionalExecutor conv(cfg, random_filler(seed), options(3, 64, DecodeBackend::Conventional));
-  const Trace ref = run_steps(conv, prompts, 24, true);
-  for (int w : {2, 3, 4})
-    for (bool debug : {true, false}) {
-      ExecutorOptions o = options(3, 64, DecodeBackend::Overlap);
-      o.overlap_streams = w;
-      o.overlap_reverse_issue_order = true;
-      o.debug_sync = debug;
-      ConventionalExecutor ovl(cfg, random_filler(seed), o);
-      expect_same(ref, run_steps(ovl, prompts, 24, true),
-                  "W " + std::to_string(w) + " debug " + std::to_string(debug));
-    }
+  // Batch 3: every matmul on the small-m kernel; batch 12: on cuBLASLt behind gates.
+  for (int batch : {3, 12}) {
+    std::vector<int> lens(batch);
+    for (int i = 0; i < batch; ++i) lens[i] = 1 + (5 * i + 3) % 9;
+    const auto prompts = random_prompts(lens, cfg.vocab_size, seed);
+    ConventionalExecutor conv(cfg, random_filler(seed),
+                              options(batch, 64, DecodeBackend::Conventional));
+    const Trace ref = run_steps(conv, prompts, 24, true);
+    for (int w : {2, 3, 4})
+      for (bool debug : {true, false}) {
+        ExecutorOptions o = options(batch, 64, DecodeBackend::Overlap);
+        o.overlap_streams = w;
+        o.overlap_reverse_issue_order = true;
+        o.debug_sync = debug;
+        ConventionalExecutor ovl(cfg, random_filler(seed), o);
+        expect_same(ref, run_steps(ovl, prompts, 24, true),
+                    "batch " + std::to_string(batch) + " W " + std::to_string(w) + " debug " +
+                        std::to_string(debug),
+                    true);
+      }
+  }
 }
 
-// (e) random producer delays, fresh seed per trial, forward and reverse issue order: 1,000 trials.
+// (e) random producer delays, fresh seed per trial, forward and reverse issue order: 1,000 trials,
+// a quarter each on tiny-qwen3 batch 2 (small-m matmuls) and tiny-llama3 batch 12 (cuBLASLt
+// matmuls behind gates, whose signal kernels take the delays).
 TEST(Overlap, RandomDelays) {
   MEGAOPS_REQUIRE_GPU();
-  const ModelConfig cfg = preset_config("tiny-qwen3");
-  const uint64_t seed = testing::test_seed();
-  const auto prompts = random_prompts({3, 6}, cfg.vocab_size, seed);
   constexpr int TRIALS = 1000, STEPS = 6;  // issue 3: >= 1,000 randomized trials
-  ConventionalExecutor conv(cfg, random_filler(seed), options(2, 32, DecodeBackend::Conventional));
-  const Trace ref = run_steps(conv, prompts, STEPS, false);
-  for (bool reverse : {false, true}) {
-    ExecutorOptions o = options(2, 32, DecodeBackend::Overlap);
-    o.overlap_reverse_issue_order = reverse;
-    ConventionalExecutor ovl(cfg, random_filler(seed), o);
-    std::mt19937_64 rng(seed ^ (reverse ? 0x5eedull : 0ull));
-    for (int t = 0; t < TRIALS / 2; ++t) {
-      ovl.set_overlap_delay(20000, rng());
-      ASSERT_EQ(ref.tokens, run_steps(ovl, prompts, STEPS, false).tokens)
-          << "trial " << t << " reverse " << reverse;
+  const uint64_t seed = testing::test_seed();
+  for (const auto& [preset, batch] : {std::pair<const char*, int>{"tiny-qwen3", 2},
+                                      std::pair<const char*, int>{"tiny-llama3", 12}}) {
+    const ModelConfig cfg = preset_config(preset);
+    std::vector<int> lens(batch);
+    for (int i = 0; i < batch; ++i) lens[i] = 3 + (3 * i) % 7;
+    const auto prompts = random_prompts(lens, cfg.vocab_size, seed);
+    ConventionalExecutor conv(cfg, random_filler(seed),
+                              options(batch, 32, DecodeBackend::Conventional));
+    const Trace ref = run_steps(conv, prompts, STEPS, false);
+    for (bool reverse : {false, true}) {
+      ExecutorOptions o = options(batch, 32, DecodeBackend::Overlap);
+      o.overlap_reverse_issue_order = reverse;
+      ConventionalExecutor ovl(cfg, random_filler(seed), o);
+      std::mt19937_64 rng(seed ^ (reverse ? 0x5eedull : 0ull) ^ static_cast<uint64_t>(batch));
+      for (int t = 0; t < TRIALS / 4; ++t) {
+        ovl.set_overlap_delay(20000, rng());
+        ASSERT_EQ(ref.tokens, run_steps(ovl, prompts, STEPS, false).tokens)
+            << preset << " batch " << batch << " trial " << t << " reverse " << reverse;
+      }
     }
   }
 }
@@ -256,8 +291,8 @@ TEST(OverlapDeathTest, WatchdogNamesWaitingOp) {
 // also compares two bf16 pipelines); both executors then continue from the conventional token
 // (decode_step's forced tokens). Any other difference is a mismatch. Every 64th step the logits of
 // the whole batch are compared as well, and the largest error is reported (and must stay within
-// the tolerance). gpu_run.sh sets MEGAOPS_MATMUL_PATH=small so that both executors run the same
-// matmul kernels and the remaining differences are the attention split counts.
+// the tolerance). With ExecutorOptions::overlap_conventional_arithmetic (the default) the two
+// compute the same bits, so there must be no near-tie at all and the sampled error must be 0.
 TEST(Overlap, Soak) {
   MEGAOPS_REQUIRE_GPU();
   const char* secs_env = std::getenv("MEGAOPS_SOAK_SECONDS");
@@ -336,6 +371,10 @@ TEST(Overlap, Soak) {
   RecordProperty("soak_mismatches", static_cast<int>(mismatches));
   RecordProperty("soak_near_ties", static_cast<int>(near_ties));
   EXPECT_LE(worst_sampled, SOAK_TOLERANCE);
+  if (ovl.options().overlap_conventional_arithmetic && ovl.options().overlap_vendor_chunks == 1) {
+    EXPECT_EQ(near_ties, 0) << "the same arithmetic must give the same tokens";
+    EXPECT_EQ(worst_sampled, 0.0) << "the same arithmetic must give the same logits";
+  }
   EXPECT_EQ(mismatches, 0);
   EXPECT_GT(steps, 0);
 }
