@@ -35,6 +35,12 @@ struct BenchOpts {
   int prompt = 32, gen = 128, repeats = 3, overlap_streams = 3, overlap_vendor_chunks = 1;
   bool overlap_v0 = false;
   uint64_t seed = 0;
+  // From --plan: the overlap step's regions (first op by executor name, serial or overlapped).
+  struct Region {
+    std::string first_op;
+    bool serial = false;
+  };
+  std::vector<Region> regions;
 };
 
 #ifdef MEGAOPS_HAVE_CUDA
@@ -103,6 +109,7 @@ int run(const BenchOpts& o) {
   eo.overlap_streams = o.overlap_streams;
   eo.overlap_conventional_arithmetic = !o.overlap_v0;
   eo.overlap_vendor_chunks = o.overlap_vendor_chunks;
+  for (const BenchOpts::Region& r : o.regions) eo.overlap_regions.push_back({r.first_op, r.serial});
   ConventionalExecutor ex(cfg, src.weights, eo,
                           [&](size_t d, size_t t) { print_progress("loading " + src.name, d, t); });
   const double floor_ms = ex.weight_bytes() / (ceiling_gbps * 1e9) * 1e3;
@@ -173,6 +180,13 @@ int run(const BenchOpts& o) {
                         {"overlap_streams", o.overlap_streams},
                         {"overlap_arithmetic", o.overlap_v0 ? "v0" : "conventional"},
                         {"overlap_vendor_chunks", o.overlap_vendor_chunks},
+                        {"overlap_regions",
+                         [&] {
+                           nlohmann::json a = nlohmann::json::array();
+                           for (const BenchOpts::Region& r : o.regions)
+                             a.push_back({{"first_op", r.first_op}, {"serial", r.serial}});
+                           return a;
+                         }()},
                         {"weight_bytes", ex.weight_bytes()},
                         {"hbm_read_ceiling_gbps", ceiling_gbps},
                         {"bandwidth_floor_ms", floor_ms},
@@ -191,10 +205,19 @@ int run(const BenchOpts& o) {
 
 }  // namespace
 
+// The overlap executor's name of a planner op (graph/op_graph.h names, per layer).
+static std::string executor_op_name(const std::string& planner_name, int layer) {
+  const std::string name = planner_name == "decode_attention" ? "attention" : planner_name;
+  return layer >= 0 ? "layer " + std::to_string(layer) + " " + name : name;
+}
+
 // Reads a plan written by `megaops plan --out` and takes its model and batch where the command
-// line gives none. Only what an executor can run is accepted: today the conventional executor,
-// i.e. conventional regions under the serial policy; anything else is an input error naming the
-// field, so a validation run never silently measures something other than the plan.
+// line gives none. Only what an executor can run is accepted: the serial policy with conventional
+// and overlap regions. All conventional: the conventional executor. Otherwise the overlap
+// executor with a barrier before each region, conventional regions serial on one stream
+// (ExecutorOptions::overlap_regions); the CTA budgets come from the executor's occupancy rule,
+// not from the plan. Anything else is an input error naming the field, so a validation run never
+// silently measures something other than the plan.
 static void apply_plan(BenchOpts& o) {
   const std::string text = read_text_file(o.plan);
   nlohmann::json j;
@@ -212,17 +235,36 @@ static void apply_plan(BenchOpts& o) {
   if (!policy.is_string() || policy.get<std::string>() != "serial")
     throw_input_error(
         o.plan, "policy",
-        "only 'serial' runs today (the conventional executor), found " + policy.dump());
+        "only 'serial' runs today (barriers between regions), found " + policy.dump());
   const nlohmann::json& regions = field("regions");
   if (!regions.is_array() || regions.empty())
     throw_input_error(o.plan, "regions", "expected a non-empty array");
+  const bool decode = !j.contains("objective") || j["objective"] == "step";
+  bool any_overlap = false;
+  std::vector<BenchOpts::Region> parsed;
   for (size_t i = 0; i < regions.size(); ++i) {
-    const nlohmann::json& b = regions[i].is_object() && regions[i].contains("backend")
-                                  ? regions[i]["backend"]
-                                  : nlohmann::json();
-    if (!b.is_string() || b.get<std::string>() != "conventional")
-      throw_input_error(o.plan, "regions[" + std::to_string(i) + "].backend",
-                        "only 'conventional' runs today, found " + b.dump());
+    const std::string at = "regions[" + std::to_string(i) + "]";
+    const nlohmann::json& reg = regions[i];
+    if (!reg.is_object()) throw_input_error(o.plan, at, "expected an object");
+    const nlohmann::json b = reg.contains("backend") ? reg["backend"] : nlohmann::json();
+    const std::string backend = b.is_string() ? b.get<std::string>() : "";
+    if (backend != "conventional" && (backend != "overlap" || !decode))
+      throw_input_error(o.plan, at + ".backend",
+                        std::string("expected 'conventional'") +
+                            (decode ? " or 'overlap'" : " (the overlap step is decode only)") +
+                            ", found " + b.dump());
+    if (!reg.contains("first_op") || !reg["first_op"].is_string())
+      throw_input_error(o.plan, at + ".first_op", "expected an op name");
+    if (!reg.contains("first_layer") || !reg["first_layer"].is_number_integer())
+      throw_input_error(o.plan, at + ".first_layer", "expected an integer");
+    any_overlap |= backend == "overlap";
+    parsed.push_back(
+        {executor_op_name(reg["first_op"].get<std::string>(), reg["first_layer"].get<int>()),
+         backend == "conventional"});
+  }
+  if (any_overlap) {
+    o.regions = parsed;
+    if (o.backend == "conventional") o.backend = "overlap";
   }
   const nlohmann::json& model = field("model");
   const nlohmann::json& batch = field("batch");

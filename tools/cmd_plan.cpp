@@ -74,9 +74,9 @@ Runner add_plan(CLI::App& app) {
     } else {
       throw_input_error("--objective", "", "expected step or ttft, found '" + o->objective + "'");
     }
-    // Every composition is ranked; the pick is the best one today's executors can run. Only the
-    // conventional executor (one stream, serial) exists so far: overlap regions and CTA splits are
-    // predicted but not runnable yet.
+    // Every composition is ranked; the pick is the best one today's executors can run: serial
+    // compositions of conventional and (decode only) overlap regions, which `bench --plan` runs
+    // with barriers between regions; CTA splits and dynamic sharing are predicted, not runnable.
     popt.include_unsupported = !o->runnable_only;
     if (!o->with_persistent) popt.backends = {Backend::Conventional, Backend::Overlap};
     const ModelConfig cfg =
@@ -86,7 +86,7 @@ Runner add_plan(CLI::App& app) {
                           ? build_decode_graph(cfg, name, o->batch, o->context)
                           : build_prefill_graph(cfg, name, o->tokens, 0);
     CostModel cost;
-    cost.overlap_supported = false;
+    cost.overlap_supported = popt.objective == Objective::Step;
     cost.fixed_split_supported = false;
     // The overlap executor as measured (docs/overlap-design.md, trace of 2026-11-29): consumers
     // wait for whole tensors, a handoff takes 2.6 us (median), and a waiting small-m CTA holds

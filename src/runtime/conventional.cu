@@ -120,6 +120,10 @@ struct OverlapState {
   uint32_t* step = nullptr;
   std::unique_ptr<WatchdogRecord> watchdog;
   std::vector<std::string> op_names;
+  // Region of each op (ExecutorOptions::overlap_regions; all 0 without regions) and whether it is
+  // serial; step_advance (the last op) runs after the join, outside every region.
+  std::vector<int> region_of;
+  std::vector<char> region_serial;
   float* resid = nullptr;  // residual stream [max_batch, h], updated in place by the norms
   std::vector<OverlapLayer> layers;
   bf16* final_normed = nullptr;
@@ -482,6 +486,32 @@ void ConventionalExecutor::Impl::setup_overlap() {
   for (const char* op : {"final_norm", "lm_head", "sample", "step_advance"})
     st->op_names.push_back(op);
 
+  // Regions: validated against the op names (one error line naming the field).
+  st->region_of.assign(st->op_names.size(), 0);
+  st->region_serial.assign(1, 0);
+  if (!opt.overlap_regions.empty()) {
+    st->region_serial.clear();
+    size_t prev = 0;
+    for (size_t r = 0; r < opt.overlap_regions.size(); ++r) {
+      const std::string field = "overlap_regions[" + std::to_string(r) + "].first_op";
+      const std::string& name = opt.overlap_regions[r].first_op;
+      const auto at = std::find(st->op_names.begin(), st->op_names.end() - 1, name);
+      if (at == st->op_names.end() - 1)
+        throw_input_error("executor", field, "no overlap op named '" + name + "'");
+      const size_t k = static_cast<size_t>(at - st->op_names.begin());
+      if (r == 0 && k != 0)
+        throw_input_error("executor", field,
+                          "expected 'embedding' (the first op), found '" + name + "'");
+      if (r > 0 && k <= prev)
+        throw_input_error(
+            "executor", field,
+            "expected an op after '" + st->op_names[prev] + "', found '" + name + "'");
+      for (size_t i = k; i < st->op_names.size(); ++i) st->region_of[i] = static_cast<int>(r);
+      st->region_serial.push_back(opt.overlap_regions[r].serial ? 1 : 0);
+      prev = k;
+    }
+  }
+
   const size_t n_ops = st->op_names.size();
   st->counters = mem.alloc_array<uint32_t>("overlap tile counters", n_ops);
   st->step = mem.alloc_array<uint32_t>("overlap step counter", 1);
@@ -753,6 +783,9 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
 // 1/occ_O. So the stuck state is impossible if for every O, over the later live ops L(O):
 //   (A) sum_{k in L} ctas_k <= SMs - 1     (some SM holds none of their CTAs), or
 //   (B) sum_{k in L} ctas_k / occ_k <= SMs * (1 - 1/occ_O)     (some SM has room, by averaging).
+// Regions (ExecutorOptions::overlap_regions): a barrier before each region means no op of a later
+// region is live while O is incomplete, so L(O) stops at O's region's end; in a serial region one
+// op runs at a time and L(O) is empty.
 // Issue and dispatch order do not enter, which is what the consumer-first test checks. Not
 // covered: an SM's shared-memory carveout, which the occupancy API does not model across
 // different kernels; to be measured (docs/overlap-design.md).
@@ -789,9 +822,19 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
       op.ctas = f.ctas;
     }
   };
+  // Op o's window: the ops that can be live with it, which never cross a region barrier; in a
+  // serial region only o itself.
+  auto window_end = [&](size_t o) {
+    const int r = ovl->region_of[o];
+    if (ovl->region_serial[static_cast<size_t>(r)]) return o + 1;
+    size_t end = std::min(n, o + W);
+    for (size_t k = o + 1; k < end; ++k)
+      if (ovl->region_of[k] != r) return k;
+    return end;
+  };
   auto violated = [&](size_t o) {
     double count = 0, load = 0;
-    for (size_t k = o + 1; k < std::min(n, o + W); ++k) {
+    for (size_t k = o + 1; k < window_end(o); ++k) {
       count += ops[k].ctas;
       load += static_cast<double>(ops[k].ctas) / ops[k].blocks_per_sm;
     }
@@ -807,7 +850,7 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
     for (size_t o = 0; o < n; ++o) {
       if (!violated(o)) continue;
       any = true;
-      for (size_t k = o + 1; k < std::min(n, o + W); ++k)
+      for (size_t k = o + 1; k < window_end(o); ++k)
         if (ops[k].cappable && ops[k].cap > 1) shrink[k] = 1, can = true;
     }
     if (!any) break;
@@ -867,16 +910,30 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
   };
   MEGAOPS_CUDA_CHECK(cudaEventRecord(st.fork, stream));
   for (cudaStream_t s : st.streams) MEGAOPS_CUDA_CHECK(cudaStreamWaitEvent(s, st.fork, 0));
-  if (opt.overlap_reverse_issue_order) {
-    // Consumers first: the last stream's ops are issued before the first stream's. Each stream
-    // keeps its own order (op k before op k + W): reversing that would put a consumer ahead of
-    // its producer in one FIFO, a deadlock by construction rather than a scheduling question.
-    // Eagerly (debug_sync) a stream's launches must all fit the launch queue (about a thousand)
-    // before the next stream's are issued; true for every preset.
-    for (size_t r = W; r-- > 0;)
-      for (size_t k = r; k < n; k += W) run(k, st.streams[r]);
-  } else {
-    for (size_t k = 0; k < n; ++k) run(k, st.streams[k % W]);
+  // A barrier between regions: every stream waits for every stream's work so far.
+  auto barrier = [&] {
+    for (size_t r = 0; r < W; ++r) MEGAOPS_CUDA_CHECK(cudaEventRecord(st.joins[r], st.streams[r]));
+    for (cudaStream_t s : st.streams)
+      for (size_t r = 0; r < W; ++r) MEGAOPS_CUDA_CHECK(cudaStreamWaitEvent(s, st.joins[r], 0));
+  };
+  for (size_t begin = 0; begin < n;) {
+    size_t end = begin;
+    while (end < n && st.region_of[end] == st.region_of[begin]) ++end;
+    if (begin > 0) barrier();
+    if (st.region_serial[static_cast<size_t>(st.region_of[begin])]) {
+      for (size_t k = begin; k < end; ++k) run(k, st.streams[0]);
+    } else if (opt.overlap_reverse_issue_order) {
+      // Consumers first: the last stream's ops are issued before the first stream's. Each stream
+      // keeps its own order (op k before op k + W): reversing that would put a consumer ahead of
+      // its producer in one FIFO, a deadlock by construction rather than a scheduling question.
+      // Eagerly (debug_sync) a stream's launches must all fit the launch queue (about a
+      // thousand) before the next stream's are issued; true for every preset.
+      for (size_t r = W; r-- > 0;)
+        for (size_t k = begin + r; k < end; k += W) run(k, st.streams[r]);
+    } else {
+      for (size_t k = begin; k < end; ++k) run(k, st.streams[(k - begin) % W]);
+    }
+    begin = end;
   }
   for (size_t r = 0; r < W; ++r) {
     MEGAOPS_CUDA_CHECK(cudaEventRecord(st.joins[r], st.streams[r]));

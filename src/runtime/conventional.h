@@ -59,6 +59,17 @@ struct ExecutorOptions {
   // Vendor matmuls of the overlap step run as this many launches along N, each followed by its
   // own signal (issue 3 item 5: chunk granularity); 1 = one launch, the conventional step's bits.
   int overlap_vendor_chunks = 1;
+  // Barriers inside the overlap step (a plan of `megaops plan`, issue 4): the step's ops
+  // (overlap_op_names(), step_advance excluded) are cut into contiguous regions, each starting at
+  // the op named first_op (the first region at "embedding", names in step order). Every op of a
+  // region completes before the next region's first op starts. A serial region runs its ops one
+  // at a time on one stream with full grids (the conventional composition); the others overlap on
+  // the W streams with budgets for their own windows. Empty: one overlap region.
+  struct OverlapRegion {
+    std::string first_op;
+    bool serial = false;
+  };
+  std::vector<OverlapRegion> overlap_regions;
   // Test knobs (defaults off). Reverse: issue the streams' ops last stream first (consumers before
   // their producers; each stream's own order is kept, which stream semantics require). Delay: a
   // random delay in [0, max] ns before every signal, per (seed, op, CTA, step). Drop: the named op

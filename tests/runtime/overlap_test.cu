@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "gpu_test_util.h"
 #include "runtime/conventional.h"
+#include "test_util.h"
 
 namespace megaops {
 namespace {
@@ -419,6 +420,42 @@ TEST(Overlap, TraceRecordsEveryOpOfTheStep) {
   EXPECT_THROW(plain.take_overlap_trace(&dropped), InputError);
 }
 
+// Regions with barriers between them (a plan's composition): serial and overlapped regions in
+// one step, forward and consumer-first issue order, W = 2 and 3; the same bits as the
+// conventional executor.
+TEST(Overlap, RegionsMatchConventional) {
+  MEGAOPS_REQUIRE_GPU();
+  const ModelConfig cfg = preset_config("tiny-llama3");
+  const uint64_t seed = testing::test_seed();
+  const auto prompts = random_prompts({5, 2, 8}, cfg.vocab_size, seed);
+  ConventionalExecutor conv(cfg, random_filler(seed), options(3, 64, DecodeBackend::Conventional));
+  const Trace ref = run_steps(conv, prompts, 20, true);
+  const std::vector<ExecutorOptions::OverlapRegion> regions = {{"embedding", true},
+                                                               {"layer 0 qkv_proj", false},
+                                                               {"layer 1 input_layernorm", true},
+                                                               {"layer 1 o_proj", false},
+                                                               {"lm_head", true}};
+  for (int w : {2, 3})
+    for (bool reverse : {false, true}) {
+      ExecutorOptions o = options(3, 64, DecodeBackend::Overlap);
+      o.overlap_streams = w;
+      o.overlap_reverse_issue_order = reverse;
+      o.overlap_regions = regions;
+      ConventionalExecutor ovl(cfg, random_filler(seed), o);
+      expect_same(ref, run_steps(ovl, prompts, 20, true),
+                  "regions W " + std::to_string(w) + " reverse " + std::to_string(reverse), true);
+    }
+  // Every op its own serial region: a conventional step through the overlap machinery.
+  ExecutorOptions o = options(3, 64, DecodeBackend::Overlap);
+  ConventionalExecutor probe(cfg, random_filler(seed), o);
+  probe.prefill(prompts);
+  probe.decode_step();  // sets the overlap state up, so the op names are known
+  const std::vector<std::string> names = probe.overlap_op_names();
+  for (size_t k = 0; k + 1 < names.size(); ++k) o.overlap_regions.push_back({names[k], true});
+  ConventionalExecutor serial(cfg, random_filler(seed), o);
+  expect_same(ref, run_steps(serial, prompts, 20, true), "all serial", true);
+}
+
 TEST(Overlap, InputErrors) {
   MEGAOPS_REQUIRE_GPU();
   const ModelConfig cfg = preset_config("tiny-llama3");
@@ -434,6 +471,25 @@ TEST(Overlap, InputErrors) {
   ASSERT_FALSE(names.empty());
   EXPECT_EQ(names.front(), "embedding");
   EXPECT_EQ(names.back(), "step_advance");
+  // Regions: unknown op, not starting at the first op, not in step order, step_advance.
+  const std::vector<std::pair<std::vector<ExecutorOptions::OverlapRegion>, std::string>> bad = {
+      {{{"embedding", false}, {"layer 9 qkv_proj", true}}, "overlap_regions[1].first_op"},
+      {{{"layer 0 qkv_proj", false}}, "overlap_regions[0].first_op"},
+      {{{"embedding", false}, {"layer 1 qkv_proj", true}, {"layer 0 o_proj", false}},
+       "overlap_regions[2].first_op"},
+      {{{"embedding", false}, {"step_advance", true}}, "overlap_regions[1].first_op"},
+  };
+  for (const auto& [regions, field] : bad) {
+    ExecutorOptions ro = options(1, 16, DecodeBackend::Overlap);
+    ro.overlap_regions = regions;
+    testing::expect_input_error(
+        [&] {
+          ConventionalExecutor rex(cfg, random_filler(1), ro);
+          rex.prefill({{1, 2}});
+          rex.decode_step();
+        },
+        {field}, field);
+  }
 }
 
 }  // namespace
