@@ -22,21 +22,36 @@ void release(DeviceErrorRecord* host, uint32_t* claim) {
 
 }  // namespace
 
-uint64_t watchdog_timeout_ms_from_env(uint64_t fallback_ms) {
-  const char* env = std::getenv("MEGAOPS_WATCHDOG_MS");
-  if (env == nullptr || *env == '\0') return fallback_ms;
+namespace {
+
+// A non-negative decimal integer from environment variable `name`, at most `max`; `fallback` when
+// unset or empty. `what` says what the number is, for the error line.
+uint64_t env_uint(const char* name, uint64_t fallback, uint64_t max, const char* what) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback;
   char* end = nullptr;
   errno = 0;
   const unsigned long long v = std::strtoull(env, &end, 10);
-  if (errno != 0 || *end != '\0' || *env < '0' || *env > '9')
-    throw_input_error("environment", "MEGAOPS_WATCHDOG_MS",
-                      std::string("expected milliseconds as a non-negative integer (0 = no "
-                                  "watchdog), got '") +
-                          env + "'");
+  if (errno != 0 || *end != '\0' || *env < '0' || *env > '9' || v > max)
+    throw_input_error("environment", name, std::string("expected ") + what + ", got '" + env + "'");
   return static_cast<uint64_t>(v);
 }
 
-WatchdogRecord::WatchdogRecord(uint64_t timeout_ms) : timeout_ms_(timeout_ms) {
+}  // namespace
+
+uint64_t watchdog_timeout_ms_from_env(uint64_t fallback_ms) {
+  return env_uint("MEGAOPS_WATCHDOG_MS", fallback_ms, UINT64_MAX,
+                  "milliseconds as a non-negative integer (0 = no watchdog)");
+}
+
+uint32_t wait_sleep_max_ns_from_env(uint32_t fallback_ns) {
+  return static_cast<uint32_t>(env_uint("MEGAOPS_TILE_WAIT_MAX_NS", fallback_ns,
+                                        MAX_WAIT_SLEEP_MAX_NS,
+                                        "nanoseconds, 0..1000000 (0 = spin without sleeping)"));
+}
+
+WatchdogRecord::WatchdogRecord(uint64_t timeout_ms, uint32_t sleep_max_ns)
+    : timeout_ms_(timeout_ms), sleep_max_ns_(sleep_max_ns) {
   auto fail = [&](const char* what, cudaError_t err) {
     release(host_, claim_);
     host_ = nullptr;
@@ -74,6 +89,7 @@ WatchdogParams WatchdogRecord::params() const {
   p.claim = claim_;
   constexpr uint64_t MAX_MS = std::numeric_limits<uint64_t>::max() / 1000000u;
   p.timeout_ns = (timeout_ms_ > MAX_MS ? MAX_MS : timeout_ms_) * 1000000u;
+  p.sleep_max_ns = sleep_max_ns_ > MAX_WAIT_SLEEP_MAX_NS ? MAX_WAIT_SLEEP_MAX_NS : sleep_max_ns_;
   return p;
 }
 

@@ -24,6 +24,11 @@ constexpr uint32_t WATCHDOG_TRIPPED = 0x57444f47u;
 
 // Default bound on one tile wait; overridden by MEGAOPS_WATCHDOG_MS or an explicit timeout.
 constexpr uint64_t DEFAULT_WATCHDOG_MS = 2000;
+// Default cap of a waiting thread's back-off sleep (ns); overridden by MEGAOPS_TILE_WAIT_MAX_NS.
+// The cap bounds how late a waiter notices a signal (about one sleep; __nanosleep may sleep up to
+// twice the request), the floor of the doubling (TILE_WAIT_SLEEP_MIN_NS) the L2 polling traffic.
+constexpr uint32_t DEFAULT_WAIT_SLEEP_MAX_NS = 1024;
+constexpr uint32_t MAX_WAIT_SLEEP_MAX_NS = 1000000;
 
 // Written once by the device (first timed-out wait of the process wins), read by the host.
 // `flag` is written last with a release store, so when the host reads WATCHDOG_TRIPPED with an
@@ -42,28 +47,37 @@ static_assert(sizeof(DeviceErrorRecord) == 32, "record layout is shared with dev
 // What a tile wait needs to enforce its bound: device pointers and the timeout. Passed by value in
 // kernel params. timeout_ns == 0 disables the watchdog (the wait spins forever; for measuring the
 // watchdog's fast-path cost, never for production).
+// sleep_max_ns is the wait's back-off cap (0 = spin without sleeping), carried here because every
+// wait takes these params.
 struct WatchdogParams {
   DeviceErrorRecord* record = nullptr;  // device alias of the mapped host record
   uint32_t* claim = nullptr;            // device word electing the one writer of the record
   uint64_t timeout_ns = 0;
+  uint32_t sleep_max_ns = DEFAULT_WAIT_SLEEP_MAX_NS;
 };
 
 // Reads MEGAOPS_WATCHDOG_MS (milliseconds, 0 = no watchdog); returns `fallback_ms` when unset.
 // Throws InputError when set to something other than a non-negative integer.
 uint64_t watchdog_timeout_ms_from_env(uint64_t fallback_ms = DEFAULT_WATCHDOG_MS);
 
+// Reads MEGAOPS_TILE_WAIT_MAX_NS (0..MAX_WAIT_SLEEP_MAX_NS, 0 = spin); `fallback_ns` when unset.
+// Throws InputError naming the variable otherwise.
+uint32_t wait_sleep_max_ns_from_env(uint32_t fallback_ns = DEFAULT_WAIT_SLEEP_MAX_NS);
+
 // Owns one error record (mapped pinned host memory) and its claim word (device memory). One per
 // executor: every kernel of a step gets params() and the first wait to time out fills the record.
 class WatchdogRecord {
  public:
   // Allocates on the current device; throws DeviceError on failure.
-  explicit WatchdogRecord(uint64_t timeout_ms = watchdog_timeout_ms_from_env());
+  explicit WatchdogRecord(uint64_t timeout_ms = watchdog_timeout_ms_from_env(),
+                          uint32_t sleep_max_ns = wait_sleep_max_ns_from_env());
   ~WatchdogRecord();
   WatchdogRecord(const WatchdogRecord&) = delete;
   WatchdogRecord& operator=(const WatchdogRecord&) = delete;
 
   WatchdogParams params() const;
   uint64_t timeout_ms() const { return timeout_ms_; }
+  uint32_t sleep_max_ns() const { return sleep_max_ns_; }
 
   // Whether a device wait has filled the record. Readable after the context died.
   bool tripped() const;
@@ -85,6 +99,7 @@ class WatchdogRecord {
   DeviceErrorRecord* device_ = nullptr;
   uint32_t* claim_ = nullptr;
   uint64_t timeout_ms_ = 0;
+  uint32_t sleep_max_ns_ = DEFAULT_WAIT_SLEEP_MAX_NS;
 };
 
 }  // namespace megaops

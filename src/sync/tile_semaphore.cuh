@@ -47,10 +47,9 @@ struct WaitSite {
   uint32_t tile = 0;
 };
 
-// Back-off of a waiting thread: the first sleep and the cap of the doubling. The cap bounds the
-// extra latency after the signal lands (about one sleep), the floor the L2 polling traffic.
+// Back-off of a waiting thread: the first sleep; the cap of the doubling is
+// WatchdogParams::sleep_max_ns (DEFAULT_WAIT_SLEEP_MAX_NS, MEGAOPS_TILE_WAIT_MAX_NS).
 constexpr uint32_t TILE_WAIT_SLEEP_MIN_NS = 32;
-constexpr uint32_t TILE_WAIT_SLEEP_MAX_NS = 1024;
 
 // The count at which a tile signalled `signals_per_step` times per step is ready in step `step`
 // (1-based). Wraps modulo 2^32, matching tile_count_reached.
@@ -129,21 +128,22 @@ inline __device__ __noinline__ void watchdog_trip(DeviceErrorRecord* record, uin
 
 // Waits until *counter >= target (wrap-safe) with acquire semantics: the caller's later loads see
 // everything the producers published with their signals. Spins with ld.acquire.gpu and __nanosleep
-// back-off (TILE_WAIT_SLEEP_MIN_NS doubling up to TILE_WAIT_SLEEP_MAX_NS). Bounded by the watchdog:
-// past wd.timeout_ns (0 = unbounded) it writes the error record and traps. Call from ONE thread (or
-// use tile_wait_cta). Returns true when it had to wait (a stall), false when the tile was ready at
-// the first read; the fast path reads no timer.
+// back-off (TILE_WAIT_SLEEP_MIN_NS doubling up to wd.sleep_max_ns; 0 = no sleep). Bounded by the
+// watchdog: past wd.timeout_ns (0 = unbounded) it writes the error record and traps. Call from ONE
+// thread (or use tile_wait_cta). Returns true when it had to wait (a stall), false when the tile
+// was ready at the first read; the fast path reads no timer.
 __device__ __forceinline__ bool tile_wait(const uint32_t* counter, uint32_t target,
                                           const WaitSite& site, const WatchdogParams& wd) {
   uint32_t observed = ld_acquire_gpu(counter);
   if (tile_count_reached(observed, target)) return false;
   const uint64_t start = wd.timeout_ns != 0 ? globaltimer_ns() : 0;
-  uint32_t sleep = TILE_WAIT_SLEEP_MIN_NS;
+  const uint32_t cap = wd.sleep_max_ns;
+  uint32_t sleep = TILE_WAIT_SLEEP_MIN_NS < cap ? TILE_WAIT_SLEEP_MIN_NS : cap;
   for (;;) {
-    sleep_ns(sleep);
+    if (sleep != 0) sleep_ns(sleep);
     observed = ld_acquire_gpu(counter);
     if (tile_count_reached(observed, target)) return true;
-    sleep = sleep * 2 < TILE_WAIT_SLEEP_MAX_NS ? sleep * 2 : TILE_WAIT_SLEEP_MAX_NS;
+    sleep = sleep * 2 < cap ? sleep * 2 : cap;
     if (wd.timeout_ns != 0) {
       const uint64_t elapsed = globaltimer_ns() - start;
       if (elapsed > wd.timeout_ns)

@@ -280,6 +280,24 @@ TEST(TileSemaphore, WatchdogTimeoutFromEnvironment) {
   ASSERT_EQ(unsetenv("MEGAOPS_WATCHDOG_MS"), 0);
 }
 
+TEST(TileSemaphore, WaitSleepCapFromEnvironment) {
+  ASSERT_EQ(unsetenv("MEGAOPS_TILE_WAIT_MAX_NS"), 0);
+  EXPECT_EQ(wait_sleep_max_ns_from_env(), DEFAULT_WAIT_SLEEP_MAX_NS);
+  EXPECT_EQ(wait_sleep_max_ns_from_env(77), 77u);
+  ASSERT_EQ(setenv("MEGAOPS_TILE_WAIT_MAX_NS", "0", 1), 0);
+  EXPECT_EQ(wait_sleep_max_ns_from_env(), 0u);
+  ASSERT_EQ(setenv("MEGAOPS_TILE_WAIT_MAX_NS", "256", 1), 0);
+  EXPECT_EQ(wait_sleep_max_ns_from_env(), 256u);
+  for (const char* bad : {"-1", "1000001", "64ns", ""}) {
+    ASSERT_EQ(setenv("MEGAOPS_TILE_WAIT_MAX_NS", bad, 1), 0);
+    if (*bad == '\0')
+      EXPECT_EQ(wait_sleep_max_ns_from_env(), DEFAULT_WAIT_SLEEP_MAX_NS);  // empty = unset
+    else
+      EXPECT_THROW(wait_sleep_max_ns_from_env(), InputError) << bad;
+  }
+  ASSERT_EQ(unsetenv("MEGAOPS_TILE_WAIT_MAX_NS"), 0);
+}
+
 TEST(TileSemaphore, WatchdogRecordStartsClear) {
   MEGAOPS_REQUIRE_GPU();
   WatchdogRecord wd(1234);
@@ -292,6 +310,8 @@ TEST(TileSemaphore, WatchdogRecordStartsClear) {
   EXPECT_NE(wd.params().record, nullptr);
   EXPECT_NE(wd.params().claim, nullptr);
   EXPECT_EQ(WatchdogRecord(0).params().timeout_ns, 0u);  // 0 = no watchdog
+  EXPECT_EQ(wd.params().sleep_max_ns, wait_sleep_max_ns_from_env());
+  EXPECT_EQ(WatchdogRecord(0, 0).params().sleep_max_ns, 0u);  // spin
 }
 
 // Producer and consumer on two streams, >= 1000 randomised trials: tilings with awkward sizes,
@@ -380,6 +400,9 @@ TEST(TileSemaphore, ProducerConsumerRandomized) {
     ca.rotation = static_cast<int>(rng() % num_tiles);
     ca.op = gemv ? OP_GEMV : OP_COPY;
     ca.wd = wd.params();
+    // The back-off cap: pure spinning, short and the default (MEGAOPS_TILE_WAIT_MAX_NS).
+    constexpr uint32_t SLEEP_CAPS[] = {0, 64, DEFAULT_WAIT_SLEEP_MAX_NS};
+    ca.wd.sleep_max_ns = SLEEP_CAPS[rng() % 3];
 
     auto launch_producer = [&] {
       producer_kernel<<<producer_ctas, THREADS, 0, producer_stream.s>>>(pa);
