@@ -15,10 +15,12 @@
 #include "core/error.h"
 #include "io/text_file.h"
 #include "models/checkpoint.h"
+#include "tp_launch.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "core/cuda_check.h"
 #include "kernels/hbm_read.cuh"
 #include "model_source.h"
 #include "runtime/conventional.h"
@@ -29,6 +31,7 @@ namespace megaops::cli {
 namespace {
 
 struct BenchOpts {
+  TpOptions tp;  // --tp and the options of joining a tensor-parallel job
   std::string model, preset, batches, pdl = "both", backend = "conventional", json_out, git_sha,
                                       plan;
   double plan_predicted_us = -1;  // from --plan, recorded beside the measurement
@@ -91,6 +94,9 @@ int run(const BenchOpts& o) {
                       "expected 1..64, found " + std::to_string(o.overlap_vendor_chunks));
   // The default output (conventional only) keeps its historical columns.
   const bool show_backend = o.backend != "conventional";
+  // Tensor parallelism (--tp): this rank's GPU and communicator; only rank 0 prints and writes.
+  const bool lead = o.tp.rank <= 0;
+  const std::unique_ptr<TpComm> comm = open_tp_comm(o.tp);
   const ModelSource src = open_model_source(o.model, o.preset, o.seed);
   const ModelConfig& cfg = src.cfg;
   const int max_batch = *std::max_element(batches.begin(), batches.end());
@@ -98,12 +104,16 @@ int run(const BenchOpts& o) {
     if (b < 1 || b > 64)
       throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(b));
 
+  int device = 0;
+  MEGAOPS_CUDA_CHECK(cudaGetDevice(&device));
   cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, 0);
-  std::fprintf(stderr, "measuring the HBM read ceiling...\n");
+  cudaGetDeviceProperties(&prop, device);
+  if (lead) std::fprintf(stderr, "measuring the HBM read ceiling...\n");
   const double ceiling_gbps = measure_hbm_read_gbps(size_t{4} << 30, 20);
 
   ExecutorOptions eo;
+  set_tp_options(eo, o.tp, comm.get());
+
   eo.max_batch = max_batch;
   eo.max_seq = o.prompt + o.gen;
   eo.overlap_streams = o.overlap_streams;
@@ -115,9 +125,10 @@ int run(const BenchOpts& o) {
   const double floor_ms = ex.weight_bytes() / (ceiling_gbps * 1e9) * 1e3;
 
   nlohmann::json rows = nlohmann::json::array();
-  if (show_backend) std::printf("%-12s ", "backend");
-  std::printf("%-14s %5s %4s %22s %10s %9s %8s %7s %9s\n", "model", "batch", "pdl",
-              "ms/token med [min,max]", "tok/s", "TTFT ms", "GB/s", "%ceil", "floor ms");
+  if (lead && show_backend) std::printf("%-12s ", "backend");
+  if (lead)
+    std::printf("%-14s %5s %4s %22s %10s %9s %8s %7s %9s\n", "model", "batch", "pdl",
+                "ms/token med [min,max]", "tok/s", "TTFT ms", "GB/s", "%ceil", "floor ms");
   for (int b : batches) {
     const std::vector<std::vector<int>> prompts = make_prompts(cfg, b, o.prompt, o.seed);
     for (const auto& [backend, pdl] : modes) {
@@ -150,11 +161,13 @@ int run(const BenchOpts& o) {
       const double hi = *std::max_element(step_ms.begin(), step_ms.end());
       char range[64];
       std::snprintf(range, sizeof(range), "%.4f [%.4f,%.4f]", med, lo, hi);
-      if (show_backend) std::printf("%-12s ", backend_name(backend));
-      std::printf("%-14s %5d %4s %22s %10.1f %9.3f %8.1f %6.1f%% %9.4f\n", src.name.c_str(), b,
-                  pdl ? "on" : "off", range, b * 1e3 / med, median(ttft_ms), gbps,
-                  100.0 * gbps / ceiling_gbps, floor_ms);
-      std::fflush(stdout);
+      if (lead) {
+        if (show_backend) std::printf("%-12s ", backend_name(backend));
+        std::printf("%-14s %5d %4s %22s %10.1f %9.3f %8.1f %6.1f%% %9.4f\n", src.name.c_str(), b,
+                    pdl ? "on" : "off", range, b * 1e3 / med, median(ttft_ms), gbps,
+                    100.0 * gbps / ceiling_gbps, floor_ms);
+        std::fflush(stdout);
+      }
       rows.push_back({{"batch", b},
                       {"pdl", pdl},
                       {"executor", backend_name(backend)},
@@ -168,8 +181,9 @@ int run(const BenchOpts& o) {
                       {"pct_of_hbm_read_ceiling", 100.0 * gbps / ceiling_gbps}});
     }
   }
-  if (!o.json_out.empty()) {
+  if (lead && !o.json_out.empty()) {
     nlohmann::json j = {{"git_sha", o.git_sha},
+                        {"tp", o.tp.tp},
                         {"date_utc", utc_now()},
                         {"gpu", prop.name},
                         {"sm_count", prop.multiProcessorCount},
@@ -302,11 +316,16 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--json", o->json_out, "write results as JSON here");
   app.add_option("--git-sha", o->git_sha, "recorded in the JSON (default $MEGAOPS_GIT_SHA)");
   app.add_option("--plan", o->plan, "run the composition in this plan (from `megaops plan --out`)");
+  add_tp_options(app, o->tp);
   return [o]() -> int {
     if (!o->plan.empty()) apply_plan(*o);
     if (o->batches.empty()) o->batches = "1";
 #ifdef MEGAOPS_HAVE_CUDA
-    return run(*o);
+    if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");
+    TpRanks ranks(o->tp);  // --tp N: starts ranks 1..N-1 here, or joins a job
+    const int status = run(*o);
+    ranks.join();
+    return status;
 #else
     throw DeviceError("bench: this build has no CUDA support");
 #endif

@@ -7,8 +7,10 @@
 #include "commands.h"
 #include "core/error.h"
 #include "models/checkpoint.h"
+#include "models/tensor_parallel.h"
 #include "reference/model.h"
 #include "reference/ops.h"
+#include "tp_launch.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include "runtime/conventional.h"
@@ -25,6 +27,7 @@ struct GenerateOpts {
   int top_k = 0;
   uint64_t seed = 0;
   bool cpu = false, pdl = false, stop_at_eos = true;
+  TpOptions tp;
 };
 
 bool is_eos(const ModelConfig& cfg, int tok) {
@@ -33,7 +36,9 @@ bool is_eos(const ModelConfig& cfg, int tok) {
   return false;
 }
 
-void emit(int tok) {
+// Rank 0 prints (under --tp every rank samples the same token).
+void emit(const GenerateOpts& o, int tok) {
+  if (o.tp.rank > 0) return;
   std::printf("%d\n", tok);
   std::fflush(stdout);
 }
@@ -43,14 +48,14 @@ int run_cpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
                gpu_available() ? "--cpu given" : "no CUDA device");
   const ref::Weights w = ref::load_weights(ckpt);
   const int max_seq = static_cast<int>(prompt.size()) + o.max_new_tokens;
-  ref::Model model(w, max_seq);
+  ref::Model model(w, max_seq, o.tp.tp);  // --tp: the CPU oracle's tensor-parallel ranks
   ref::SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
   std::vector<float> logits = model.forward(prompt);
   const int vocab = ckpt.config().vocab_size;
   for (int step = 0; step < o.max_new_tokens && !g_interrupted; ++step) {
     const float* last = logits.data() + logits.size() - vocab;
     const int tok = ref::sample(last, vocab, sp, ref::sampling_uniform(o.seed, 0, step));
-    emit(tok);
+    emit(o, tok);
     if (o.stop_at_eos && is_eos(ckpt.config(), tok)) break;
     if (step + 1 < o.max_new_tokens) logits = model.forward({tok});
   }
@@ -65,11 +70,13 @@ int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
   eo.pdl = o.pdl;
   eo.backend = parse_backend(o.backend, "--backend");
   eo.sampling = {o.temperature, o.top_k, o.top_p, o.seed};
+  const std::unique_ptr<TpComm> comm = open_tp_comm(o.tp);
+  set_tp_options(eo, o.tp, comm.get());
   ConventionalExecutor ex(ckpt.config(), checkpoint_filler(ckpt), eo,
                           [&](size_t d, size_t t) { print_progress("loading " + o.model, d, t); });
   int tok = ex.prefill({prompt})[0];
   for (int step = 0; step < o.max_new_tokens && !g_interrupted; ++step) {
-    emit(tok);
+    emit(o, tok);
     if (o.stop_at_eos && is_eos(ckpt.config(), tok)) break;
     if (step + 1 < o.max_new_tokens) tok = ex.decode_step()[0];
   }
@@ -92,6 +99,7 @@ Runner add_generate(CLI::App& app) {
   app.add_flag("--pdl", o->pdl, "launch decode kernels with programmatic dependent launch");
   app.add_option("--backend", o->backend, "decode backend: conventional (default) or overlap");
   app.add_flag("!--ignore-eos", o->stop_at_eos, "keep generating past end-of-sequence tokens");
+  add_tp_options(app, o->tp);
   return [o]() {
     if (o->max_new_tokens < 1)
       throw_input_error("--max-new-tokens", "",
@@ -113,9 +121,26 @@ Runner add_generate(CLI::App& app) {
           "--max-new-tokens", "",
           "prompt + new tokens = " + std::to_string(max_seq) + " exceeds max_position_embeddings " +
               std::to_string(ckpt.config().max_position_embeddings) + " of " + o->model);
+    if (o->tp.tp < 1 || o->tp.tp > 64)
+      throw_input_error("--tp", "", "expected 1..64, found " + std::to_string(o->tp.tp));
+    if (o->tp.tp != 1) {
+      // A split that does not divide the model fails here, before any rank starts.
+      try {
+        tp_shape(ckpt.config(), o->tp.tp, 0);
+      } catch (const InputError& e) {
+        throw InputError(o->model + "/" + e.what());
+      }
+    }
 #ifdef MEGAOPS_HAVE_CUDA
-    if (!o->cpu && gpu_available()) return run_gpu(*o, ckpt, prompt);
+    if (!o->cpu && gpu_available()) {
+      TpRanks ranks(o->tp);  // --tp N: starts ranks 1..N-1 here, or joins a job
+      const int status = run_gpu(*o, ckpt, prompt);
+      ranks.join();
+      return status;
+    }
 #endif
+    if (o->tp.rank > 0)
+      throw_input_error("--tp-rank", "", "the CPU oracle runs every rank in one process");
     return run_cpu(*o, ckpt, prompt);
   };
 }

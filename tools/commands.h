@@ -44,5 +44,7 @@ bool gpu_available();
 
 // Prints "\r<label> NN%" to stderr (a progress line for long work); `done == total` ends the line.
 void print_progress(const std::string& label, size_t done, size_t total);
+// Silences print_progress (the ranks other than 0 of a tensor-parallel job).
+void set_progress_quiet(bool quiet);
 
 }  // namespace megaops::cli

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "tp_launch.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -64,7 +65,16 @@ bool gpu_available() {
 #endif
 }
 
+namespace {
+bool g_progress_quiet = false;
+}  // namespace
+
+void set_progress_quiet(bool quiet) {
+  g_progress_quiet = quiet;
+}
+
 void print_progress(const std::string& label, size_t done, size_t total) {
+  if (g_progress_quiet) return;
   // A terminal gets a live percentage; a log file gets one line when the work is done.
   static const bool tty = isatty(fileno(stderr));
   if (!tty) {
@@ -84,6 +94,7 @@ void print_progress(const std::string& label, size_t done, size_t total) {
 
 int main(int argc, char** argv) {
   using namespace megaops::cli;
+  set_command_line(argc, argv);
   std::signal(SIGINT, [](int) { g_interrupted = true; });
   CLI::App app{"megaops: dense decoder LLM inference (Llama 3, Qwen 3) on CUDA"};
   app.require_subcommand(1);

@@ -22,9 +22,11 @@
 #include "kernels/silu_mul.cuh"
 #include "kernels/tile_gate.cuh"
 #include "models/checkpoint.h"
+#include "models/tensor_parallel.h"
 #include "runtime/conventional.h"
 #include "runtime/device_memory.h"
 #include "runtime/step_state.cuh"
+#include "runtime/tp_comm.h"
 #include "sync/error_record.h"
 
 namespace megaops {
@@ -150,6 +152,15 @@ struct ConventionalExecutor::Impl {
   cudaStream_t stream = nullptr;
   std::unique_ptr<MatmulContext> mm;
 
+  // Tensor parallelism (ExecutorOptions::tp): `cfg` above is this rank's configuration (its heads,
+  // kv heads and intermediate features), `full_cfg` the model's; vocab_part = the LM head rows this
+  // rank holds, vocab_pad = the rows every rank's gathered block is padded to.
+  ModelConfig full_cfg;
+  ncclComm_t comm = nullptr;
+  int vocab0 = 0, vocab_part = 0, vocab_pad = 0;
+  float* logits_part = nullptr;  // [max_batch, vocab_pad]
+  float* logits_all = nullptr;   // [tp, max_batch, vocab_pad]
+
   bf16* embed = nullptr;
   bf16* final_norm = nullptr;
   bf16* lm_head = nullptr;
@@ -231,9 +242,11 @@ struct ConventionalExecutor::Impl {
     return p;
   }
 
+  // As matmul_params, with output rows ldy apart (0 = n), launched on the step's stream.
   void matmul(const bf16* x, const bf16* w, void* y, DType y_dtype, int m, int n, int k, bool pdl,
-              const char* op) {
+              const char* op, int64_t ldy = 0) {
     MatmulParams p = matmul_params(x, w, y, y_dtype, m, n, k);
+    if (ldy > 0) p.ldy = ldy;
     p.launch = launch(pdl);
     check(mm->run(p), op);
   }
@@ -354,6 +367,7 @@ struct ConventionalExecutor::Impl {
         check(launch_prefill_attention(ap), "prefill_attention");
       }
       matmul(attn, L.wo, delta, DType::F32, t, h, qd, pdl, "o_proj");
+      all_reduce_delta(t, "o_proj all-reduce");
       add_rmsnorm(delta, L.ln2, normed, t, pdl, "post_attention_layernorm");
       matmul(normed, L.wgu, gu, DType::F32, t, 2 * inter, h, pdl, "gate_up_proj");
       SiluMulParams sp;
@@ -364,12 +378,45 @@ struct ConventionalExecutor::Impl {
       sp.launch = launch(pdl);
       check(launch_silu_mul(sp), "silu_mul");
       matmul(act, L.wdown, delta, DType::F32, t, h, inter, pdl, "down_proj");
+      all_reduce_delta(t, "down_proj all-reduce");
     }
     current_layer = -1;
   }
 
+  // Tensor parallelism: the row-parallel projections' partial sums, added over the ranks in place.
+  void all_reduce_delta(int t, const char* op) {
+    if (comm == nullptr) return;
+    nccl_check(nccl_api().all_reduce(delta, delta, static_cast<size_t>(t) * cfg.hidden_size,
+                                     ncclFloat32, ncclSum, comm, stream),
+               op);
+    check(cudaGetLastError(), op);
+  }
+
+  // The LM head: the whole vocabulary, or under tensor parallelism this rank's rows, gathered
+  // from every rank ([tp, b, vocab_pad]) and copied into logits [b, vocab] rank by rank.
+  void lm_head_logits(const bf16* rows, int b, bool pdl) {
+    if (comm == nullptr) {
+      matmul(rows, lm_head, logits, DType::F32, b, cfg.vocab_size, cfg.hidden_size, pdl, "lm_head");
+      return;
+    }
+    matmul(rows, lm_head, logits_part, DType::F32, b, vocab_part, cfg.hidden_size, pdl, "lm_head",
+           vocab_pad);
+    const size_t block = static_cast<size_t>(b) * vocab_pad;
+    nccl_check(nccl_api().all_gather(logits_part, logits_all, block, ncclFloat32, comm, stream),
+               "lm_head all-gather");
+    for (int r = 0; r < opt.tp; ++r) {
+      const TpShape sh = tp_shape(full_cfg, opt.tp, r);
+      if (sh.vocab == 0) continue;
+      MEGAOPS_CUDA_CHECK(cudaMemcpy2DAsync(
+          logits + sh.vocab0, static_cast<size_t>(cfg.vocab_size) * sizeof(float),
+          logits_all + r * block, static_cast<size_t>(vocab_pad) * sizeof(float),
+          static_cast<size_t>(sh.vocab) * sizeof(float), b, cudaMemcpyDeviceToDevice, stream));
+    }
+    check(cudaGetLastError(), "lm_head gather");
+  }
+
   void lm_head_and_sample(const bf16* rows, int b, bool pdl) {
-    matmul(rows, lm_head, logits, DType::F32, b, cfg.vocab_size, cfg.hidden_size, pdl, "lm_head");
+    lm_head_logits(rows, b, pdl);
     SampleParams sp;
     sp.logits = logits;
     sp.ld = cfg.vocab_size;
@@ -947,8 +994,25 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
                                            const std::function<void(size_t, size_t)>& progress)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
+  s.full_cfg = cfg;
   s.cfg = cfg;
   s.opt = opt;
+  // Tensor parallelism: validate, then compute with this rank's configuration.
+  if (opt.tp > 1 && opt.tp_comm == nullptr)
+    throw_input_error(
+        "executor", "tp_comm",
+        "tp = " + std::to_string(opt.tp) + " needs a communicator (runtime/tp_comm.h)");
+  const TpShape tp_part = tp_shape(cfg, opt.tp, opt.tp_rank);
+  if (opt.tp_comm != nullptr) {
+    if (opt.backend == DecodeBackend::Overlap)
+      throw_input_error("executor", "backend",
+                        "the overlap backend does not run with tensor parallelism yet");
+    s.comm = static_cast<ncclComm_t>(opt.tp_comm);
+    s.cfg = tp_rank_config(cfg, tp_part);
+    s.vocab0 = tp_part.vocab0;
+    s.vocab_part = tp_part.vocab;
+    s.vocab_pad = (cfg.vocab_size + opt.tp - 1) / opt.tp;
+  }
   if (opt.max_batch < 1 || opt.max_batch > MATMUL_SMALL_M_MAX)
     throw_input_error("executor", "max_batch",
                       "expected 1.." + std::to_string(MATMUL_SMALL_M_MAX) + ", found " +
@@ -973,16 +1037,18 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   MEGAOPS_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   s.mm = std::make_unique<MatmulContext>();
 
-  const int h = cfg.hidden_size, qd = cfg.q_dim(), kvd = cfg.kv_dim(),
-            inter = cfg.intermediate_size;
+  const ModelConfig& rc = s.cfg;  // this rank's shapes (the model's without tensor parallelism)
+  const int h = rc.hidden_size, qd = rc.q_dim(), kvd = rc.kv_dim(), inter = rc.intermediate_size;
   auto alloc_bf16 = [&](const std::string& what, size_t n) {
     return s.mem.alloc_array<bf16>(what, n);
   };
   s.embed = alloc_bf16("embed_tokens", static_cast<size_t>(cfg.vocab_size) * h);
   s.final_norm = alloc_bf16("model.norm", h);
-  s.lm_head = cfg.tie_word_embeddings
-                  ? s.embed
-                  : alloc_bf16("lm_head", static_cast<size_t>(cfg.vocab_size) * h);
+  // Under tensor parallelism the LM head is this rank's rows, also when the embedding is tied.
+  s.lm_head =
+      cfg.tie_word_embeddings && s.comm == nullptr
+          ? s.embed
+          : alloc_bf16("lm_head", static_cast<size_t>(s.comm ? s.vocab_part : cfg.vocab_size) * h);
   s.layers.resize(cfg.num_layers);
   const size_t kv_elems = static_cast<size_t>(opt.max_batch) * opt.max_seq * kvd;
   for (int l = 0; l < cfg.num_layers; ++l) {
@@ -1013,21 +1079,49 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   // A decode step reads one embedding row, so an untied embedding table is not streamed.
   s.weight_bytes =
       total - (cfg.tie_word_embeddings ? 0 : static_cast<size_t>(cfg.vocab_size) * h * 2);
+  if (s.comm != nullptr) {
+    // What this rank streams: its shards, the replicated norms, its LM head rows.
+    size_t mine = 0;
+    for (const auto& spec : specs) {
+      const int64_t rows = spec.shape[0], cols = spec.shape.size() > 1 ? spec.shape[1] : 1;
+      const TpSlice sl = tp_slice(cfg, tp_part, spec.name);
+      if (spec.name == "model.embed_tokens.weight") continue;  // one row per step
+      mine += static_cast<size_t>(sl.split == TpSplit::Replicated ? rows * cols
+                                  : sl.split == TpSplit::Rows     ? (sl.end - sl.begin) * cols
+                                                                  : rows * (sl.end - sl.begin)) *
+              2;
+    }
+    if (cfg.tie_word_embeddings) mine += static_cast<size_t>(s.vocab_part) * h * 2;
+    s.weight_bytes = mine;
+  }
   std::vector<float> f32;
   std::vector<uint16_t> b16;
   size_t done = 0;
+  // Converts `src` to bf16 and copies it to `to`.
+  auto upload = [&](const std::vector<float>& src, bf16* to) {
+    b16.resize(src.size());
+    parallel_for(src.size(), 1 << 20, [&](size_t b, size_t e) {
+      from_float(DType::BF16, src.data() + b, b16.data() + b, e - b);
+    });
+    MEGAOPS_CUDA_CHECK(cudaMemcpy(to, b16.data(), src.size() * 2, cudaMemcpyHostToDevice));
+  };
   for (size_t i = 0; i < specs.size(); ++i) {
     const WeightSpec& spec = specs[i];
     size_t n = 1;
     for (int64_t d : spec.shape) n *= static_cast<size_t>(d);
     f32.resize(n);
-    b16.resize(n);
     weights(spec, i, f32.data());
-    parallel_for(n, 1 << 20, [&](size_t b, size_t e) {
-      from_float(DType::BF16, f32.data() + b, b16.data() + b, e - b);
-    });
-    bf16* dst = nullptr;
     const std::string& name = spec.name;
+    const int64_t rows = spec.shape[0], cols = spec.shape.size() > 1 ? spec.shape[1] : 1;
+    if (s.comm != nullptr) {
+      // This rank's shard (models/tensor_parallel.h); a tied table also gives the LM head rows.
+      if (name == "model.embed_tokens.weight" && cfg.tie_word_embeddings)
+        upload(tp_cut(f32, rows, cols, tp_slice(cfg, tp_part, name, /*as_lm_head=*/true)),
+               s.lm_head);
+      f32 = tp_cut(f32, rows, cols, tp_slice(cfg, tp_part, name));
+      n = f32.size();
+    }
+    bf16* dst = nullptr;
     if (name == "model.embed_tokens.weight") {
       dst = s.embed;
     } else if (name == "model.norm.weight") {
@@ -1052,7 +1146,7 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
       if (suffix == "mlp.down_proj.weight") dst = L.wdown;
     }
     if (!dst) throw Error("internal: no device placement for weight " + name);
-    MEGAOPS_CUDA_CHECK(cudaMemcpy(dst, b16.data(), n * 2, cudaMemcpyHostToDevice));
+    upload(f32, dst);
     done += n * 2;
     if (progress) progress(done, total);
   }
@@ -1075,6 +1169,11 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   s.lm_in = alloc_bf16("lm_head input", static_cast<size_t>(opt.max_batch) * h);
   s.logits =
       s.mem.alloc_array<float>("logits", static_cast<size_t>(opt.max_batch) * cfg.vocab_size);
+  if (s.comm != nullptr) {
+    const size_t block = static_cast<size_t>(opt.max_batch) * s.vocab_pad;
+    s.logits_part = s.mem.alloc_array<float>("logits, this rank's rows", block);
+    s.logits_all = s.mem.alloc_array<float>("logits, every rank's rows", block * opt.tp);
+  }
   s.attn_ws = s.mem.alloc_array<float>(
       "attention workspace",
       decode_attention_workspace_floats(opt.max_batch, cfg.num_heads, cfg.head_dim, opt.max_seq));
@@ -1122,7 +1221,7 @@ ConventionalExecutor::Impl::~Impl() {
 ConventionalExecutor::~ConventionalExecutor() = default;
 
 const ModelConfig& ConventionalExecutor::config() const {
-  return impl_->cfg;
+  return impl_->full_cfg;
 }
 const ExecutorOptions& ConventionalExecutor::options() const {
   return impl_->opt;

@@ -46,6 +46,16 @@ struct ExecutorOptions {
   // Greedy by default (temperature 0), as `generate` and `bench` run unless told otherwise.
   ref::SamplingParams sampling{0.0f, 0, 1.0f, 0};
 
+  // Tensor parallelism (issue 6, models/tensor_parallel.h): this executor is rank tp_rank of tp
+  // and computes with its shard of the weights (heads, kv heads, intermediate features, LM head
+  // rows); the O and down projections' partial outputs are all-reduced and the logits gathered
+  // over tp_comm (an ncclComm_t of runtime/tp_comm.h), so every rank samples the same tokens.
+  // With tp_comm set the executor takes this path also at tp = 1 (collectives of one rank: the
+  // same bits as without). tp > 1 needs tp_comm; the overlap backend does not run with it yet.
+  int tp = 1;
+  int tp_rank = 0;
+  void* tp_comm = nullptr;
+
   DecodeBackend backend = DecodeBackend::Conventional;
   int overlap_streams = 3;  // W: live kernels at most (1..8)
   // Watchdog bound of every overlap wait in ms; -1 = MEGAOPS_WATCHDOG_MS or 2000, 0 = none.

@@ -75,6 +75,19 @@ TEST(Cli, GenerateIsDeterministicWhenGreedy) {
   EXPECT_EQ(run_cli(args).out, run_cli(args).out);
 }
 
+// --tp on the CPU oracle: the tensor-parallel ranks in one process give the same tokens; a split
+// that does not divide the model is one error line naming the config field.
+TEST(Cli, GenerateTensorParallelOnTheCpuOracle) {
+  const std::string args = "generate --cpu --ignore-eos --model " + tiny_checkpoint().string() +
+                           " --prompt-ids 4,5,6 --max-new-tokens 8";
+  const Result one = run_cli(args), two = run_cli(args + " --tp 2");
+  ASSERT_EQ(one.status, 0) << one.out;
+  ASSERT_EQ(two.status, 0) << two.out;
+  EXPECT_EQ(one.out, two.out);
+  expect_one_line_error(run_cli(args + " --tp 4"), "num_key_value_heads");
+  expect_one_line_error(run_cli(args + " --tp 2 --tp-rank 1"), "--tp-rank");
+}
+
 TEST(Cli, MissingModelDirectory) {
   expect_one_line_error(run_cli("generate --model /nonexistent/dir --prompt-ids 1"),
                         "/nonexistent/dir");

@@ -1,0 +1,83 @@
+// See tp_comm.h.
+#include "runtime/tp_comm.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "io/rendezvous.h"
+
+namespace megaops {
+
+namespace {
+
+NcclApi load_nccl() {
+  const char* env = std::getenv("MEGAOPS_NCCL_LIB");
+  const std::string lib = env != nullptr && *env != '\0' ? env : "libnccl.so.2";
+  void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr)
+    throw DeviceError("NCCL: cannot load " + lib + " (" + dlerror() +
+                      "); tensor parallelism needs it (MEGAOPS_NCCL_LIB names another copy)");
+  auto sym = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+    if (fn == nullptr) throw DeviceError("NCCL: " + lib + " has no " + name);
+  };
+  NcclApi a;
+  sym(a.get_unique_id, "ncclGetUniqueId");
+  sym(a.comm_init_rank, "ncclCommInitRank");
+  sym(a.comm_destroy, "ncclCommDestroy");
+  sym(a.all_reduce, "ncclAllReduce");
+  sym(a.all_gather, "ncclAllGather");
+  sym(a.get_error_string, "ncclGetErrorString");
+  return a;  // the library stays loaded for the process
+}
+
+}  // namespace
+
+const NcclApi& nccl_api() {
+  static const NcclApi api = load_nccl();
+  return api;
+}
+
+void nccl_check(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess)
+    throw DeviceError(std::string(what) + ": " + nccl_api().get_error_string(r));
+}
+
+TpComm::TpComm(int tp, int rank, int device, const std::string& rendezvous, const std::string& job,
+               double timeout_s)
+    : tp_(tp), rank_(rank) {
+  if (tp < 1)
+    throw_input_error("tensor parallel", "tp", "expected >= 1, found " + std::to_string(tp));
+  if (rank < 0 || rank >= tp)
+    throw_input_error("tensor parallel", "rank",
+                      "expected 0.." + std::to_string(tp - 1) + ", found " + std::to_string(rank));
+  const NcclApi& nccl = nccl_api();
+  MEGAOPS_CUDA_CHECK(cudaSetDevice(device));
+  ncclUniqueId id;
+  if (tp == 1) {
+    nccl_check(nccl.get_unique_id(&id), "ncclGetUniqueId");
+  } else if (rank == 0) {
+    nccl_check(nccl.get_unique_id(&id), "ncclGetUniqueId");
+    rendezvous_publish(rendezvous, job,
+                       std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
+  } else {
+    try {
+      const std::string blob = rendezvous_wait(rendezvous, job, sizeof(id), timeout_s);
+      std::memcpy(&id, blob.data(), sizeof(id));
+    } catch (const Error& e) {
+      throw DeviceError(std::string("tensor parallel rank ") + std::to_string(rank) + ": " +
+                        e.what());
+    }
+  }
+  nccl_check(nccl.comm_init_rank(&comm_, tp, id, rank), "ncclCommInitRank");
+}
+
+TpComm::~TpComm() {
+  if (comm_ != nullptr) nccl_api().comm_destroy(comm_);
+}
+
+}  // namespace megaops

@@ -1,0 +1,52 @@
+// The NCCL communicator of one tensor-parallel rank (issue 6). NCCL is loaded at run time (dlopen
+// of libnccl.so.2, or MEGAOPS_NCCL_LIB), so the megaops binaries start without it wherever no
+// tensor parallelism is asked for. Rank 0 creates NCCL's unique id and publishes it through a
+// rendezvous file (io/rendezvous.h, so one path spans hosts); every rank then joins with
+// ncclCommInitRank on device `device`.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <string>
+
+namespace megaops {
+
+// The NCCL entry points megaops uses, resolved from the loaded library.
+struct NcclApi {
+  ncclResult_t (*get_unique_id)(ncclUniqueId*) = nullptr;
+  ncclResult_t (*comm_init_rank)(ncclComm_t*, int, ncclUniqueId, int) = nullptr;
+  ncclResult_t (*comm_destroy)(ncclComm_t) = nullptr;
+  ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                             cudaStream_t) = nullptr;
+  ncclResult_t (*all_gather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
+                             cudaStream_t) = nullptr;
+  const char* (*get_error_string)(ncclResult_t) = nullptr;
+};
+
+// Loads NCCL once; throws DeviceError naming the library and the loader's message on failure.
+const NcclApi& nccl_api();
+
+// Throws DeviceError("<what>: <NCCL's message>") unless r is ncclSuccess.
+void nccl_check(ncclResult_t r, const char* what);
+
+class TpComm {
+ public:
+  // Throws InputError on tp < 1 or rank outside [0, tp); DeviceError on NCCL or rendezvous
+  // failures (naming the path and the job).
+  TpComm(int tp, int rank, int device, const std::string& rendezvous, const std::string& job,
+         double timeout_s = 120);
+  ~TpComm();
+  TpComm(const TpComm&) = delete;
+  TpComm& operator=(const TpComm&) = delete;
+
+  ncclComm_t comm() const { return comm_; }
+  int tp() const { return tp_; }
+  int rank() const { return rank_; }
+
+ private:
+  ncclComm_t comm_ = nullptr;
+  int tp_ = 1, rank_ = 0;
+};
+
+}  // namespace megaops
