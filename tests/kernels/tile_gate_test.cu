@@ -39,6 +39,34 @@ TEST(TileGate, ChunkedCublasLtBetweenProducerAndConsumer) {
   for (cudaStream_t* s : {&producer, &gemm, &consumer})
     MEGAOPS_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
   MatmulContext ctx;
+  // DESIGN rule 1: nothing may load a module while a gate spins. Our kernels are preloaded; a
+  // cuBLASLt kernel loads on its first launch, so every GEMM shape below runs once first (with
+  // lazy loading, the first run of these in the loop deadlocked on the H200 behind the spinning
+  // consumer gate).
+  MEGAOPS_CUDA_CHECK(preload_tile_gate_kernels());
+  cudaFuncAttributes attr;
+  MEGAOPS_CUDA_CHECK(cudaFuncGetAttributes(&attr, spin_kernel));
+  {
+    DeviceBuffer<uint16_t> wx(size_t(12) * 256), ww(size_t(300) * 256);
+    DeviceBuffer<float> wy(size_t(12) * 300);
+    for (const int m : {1, 12})
+      for (const int chunks : {1, 3, 4})
+        for (int i = 0; i < chunks; ++i) {
+          MatmulParams p;
+          p.x = reinterpret_cast<const bf16*>(wx.ptr);
+          p.ldx = 256;
+          p.w = reinterpret_cast<const bf16*>(ww.ptr);
+          p.y = wy.ptr;
+          p.ldy = 300;
+          p.y_dtype = DType::F32;
+          p.m = m;
+          p.n = 300 * (i + 1) / chunks - 300 * i / chunks;
+          p.k = 256;
+          p.launch = LaunchOptions{nullptr, false};
+          ASSERT_EQ(ctx.run_cublaslt(p), cudaSuccess);
+        }
+    MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   uint32_t s = 0;
   for (const int m : {1, 12})
     for (const int chunks : {1, 3, 4}) {
