@@ -83,11 +83,16 @@ cudaError_t kernel_footprint(Kernel kernel, int ctas, int threads, size_t smem,
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&out->blocks_per_sm, kernel, threads, smem);
 }
 
-// Loads the kernel's module now (DESIGN rule 1: never lazily while a consumer spins).
+// Loads the kernel's module now (DESIGN rule 1: never lazily while a consumer spins), and asks
+// for the largest shared-memory carveout, so every kernel of an overlap step wants the same
+// L1 / shared split and a waiting kernel's CTAs never keep an SM in a split another kernel's CTA
+// cannot start in (runtime/conventional.cu, choose_overlap_budgets).
 template <typename Kernel>
 cudaError_t preload_kernel(Kernel kernel) {
   cudaFuncAttributes attr;
-  return cudaFuncGetAttributes(&attr, kernel);
+  if (const cudaError_t err = cudaFuncGetAttributes(&attr, kernel); err != cudaSuccess) return err;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                              cudaSharedmemCarveoutMaxShared);
 }
 
 // The overlap step (0 when the kernel is not synchronised). Call at kernel start, before any wait;

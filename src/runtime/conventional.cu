@@ -106,6 +106,12 @@ struct OverlapOp {
   // CTA (its footprint); once running, its CTAs' needs are unknown, so the budget check treats
   // one of them as needing a whole SM.
   bool opaque = false;
+  // Ops of one segment may be live together. A segment ends at a region's end and after an opaque
+  // op: a vendor GEMM gets the whole GPU while it runs, because nothing after it is issued before
+  // it completes. Its CTAs' needs are unknown (cuBLASLt's Hopper kernels launch clusters of two
+  // CTAs, which need two free SMs of one GPC), so no budget of waiting kernels could guarantee it
+  // room; and the ops after a vendor GEMM in a layer (a norm, SiLU) have no weights to stream.
+  int segment = 0;
 };
 
 // Everything the overlap backend owns, set up on first use (so a conventional executor allocates
@@ -810,6 +816,9 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       },
       [](StepAdvanceParams q, int) { return launch_step_advance(q); });
   if (ops.size() != st.op_names.size()) throw Error("internal: overlap op list mismatch");
+  for (size_t k = 1; k < ops.size(); ++k)
+    ops[k].segment =
+        ops[k - 1].segment + (st.region_of[k] != st.region_of[k - 1] || ops[k - 1].opaque ? 1 : 0);
   choose_overlap_budgets(ops);
   return ops;
 }
@@ -830,21 +839,26 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
 // 1/occ_O. So the stuck state is impossible if for every O, over the later live ops L(O):
 //   (A) sum_{k in L} ctas_k <= SMs - 1     (some SM holds none of their CTAs), or
 //   (B) sum_{k in L} ctas_k / occ_k <= SMs * (1 - 1/occ_O)     (some SM has room, by averaging).
-// Regions (ExecutorOptions::overlap_regions): a barrier before each region means no op of a later
-// region is live while O is incomplete, so L(O) stops at O's region's end; in a serial region one
-// op runs at a time and L(O) is empty.
-// Issue and dispatch order do not enter, which is what the consumer-first test checks. Not
-// covered: an SM's shared-memory carveout, which the occupancy API does not model across
-// different kernels; to be measured (docs/overlap-design.md).
+// Regions (ExecutorOptions::overlap_regions) and opaque ops: a barrier before each region and
+// after each opaque op (OverlapOp::segment) means no op past it is live while O is incomplete, so
+// L(O) stops there; in a serial region one op runs at a time and L(O) is empty; an opaque op's
+// L(O) is empty, so its GEMM has the GPU to itself once its gate opens.
+// Issue and dispatch order do not enter, which is what the consumer-first test checks. The
+// averaging in (B) needs every SM to be able to host any kernel's CTA, but an SM's L1 / shared
+// memory split is set by the CTAs it holds: a CTA that needs more shared memory than the split
+// of the resident ones cannot start there until the SM drains. Every kernel's preferred carveout
+// is therefore the maximum shared memory (preload_kernel, called by setup_overlap), so all SMs
+// keep one split. (Before that, llama3.1-8b at batch 8 with W = 3 hung on the H200: one QKV tile
+// never ran while qkv_rope and attention waited.)
 //
 // Budgets: every cappable kernel gets cap_k = max(1, floor(c_k * occ_k * SMs)) with its own
 // fraction c_k, all starting at 1; fixed-grid kernels (norms, embedding, attention, sampler) keep
 // their grids. While some O violates both conditions, each cappable later op of a violating O
 // that still has more than one CTA loses 20% of c_k (once per pass). So a kernel is cut only
-// where some window needs it: with opaque ops (condition (A) only) the few kernels that wait
-// behind a vendor GEMM shrink, the others keep their full grids (a uniform c cut them all).
-// One CTA per cappable kernel satisfies (A) unless the fixed grids alone violate it; then the
-// step is refused with an error.
+// where some window needs it, and the others keep their full grids (a uniform c cut them all).
+// Where no later op of a violating window can shrink (their grids are fixed, or one CTA each
+// already), a barrier goes before the window's last op (a new segment), until every window holds:
+// the step never has to be refused, it only overlaps less.
 void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& ops) const {
   const size_t W = static_cast<size_t>(opt.overlap_streams);
   const int sms = ovl->sms;
@@ -869,14 +883,13 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
       op.ctas = f.ctas;
     }
   };
-  // Op o's window: the ops that can be live with it, which never cross a region barrier; in a
-  // serial region only o itself.
+  // Op o's window: the ops that can be live with it, which never cross a barrier (a region's
+  // end, or after an opaque op: OverlapOp::segment); in a serial region only o itself.
   auto window_end = [&](size_t o) {
-    const int r = ovl->region_of[o];
-    if (ovl->region_serial[static_cast<size_t>(r)]) return o + 1;
+    if (ovl->region_serial[static_cast<size_t>(ovl->region_of[o])]) return o + 1;
     size_t end = std::min(n, o + W);
     for (size_t k = o + 1; k < end; ++k)
-      if (ovl->region_of[k] != r) return k;
+      if (ops[k].segment != ops[o].segment) return k;
     return end;
   };
   auto violated = [&](size_t o) {
@@ -901,9 +914,17 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
         if (ops[k].cappable && ops[k].cap > 1) shrink[k] = 1, can = true;
     }
     if (!any) break;
-    if (!can || pass > 4000)
-      throw Error("overlap: the fixed-grid kernels of this batch cannot be co-resident with " +
-                  std::to_string(W) + " live kernels; use fewer overlap streams");
+    if (!can) {
+      // No later op of some violating window can shrink (fixed grids: attention at batch 32,
+      // the gates of vendor GEMMs): a barrier before that window's last op, which shortens the
+      // window by one. A window of one op holds trivially, so this ends.
+      size_t o = 0;
+      while (!violated(o)) ++o;
+      const size_t cut = window_end(o) - 1;
+      for (size_t k = cut; k <= n; ++k) ++ops[k].segment;
+      continue;
+    }
+    if (pass > 4000) throw Error("internal: overlap budgets do not converge");
     for (size_t k = 0; k < n; ++k)
       if (shrink[k]) frac[k] *= 0.8;
     assign();
@@ -963,9 +984,10 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
     for (cudaStream_t s : st.streams)
       for (size_t r = 0; r < W; ++r) MEGAOPS_CUDA_CHECK(cudaStreamWaitEvent(s, st.joins[r], 0));
   };
+  // Segment by segment (OverlapOp::segment: a barrier between regions and after an opaque op).
   for (size_t begin = 0; begin < n;) {
     size_t end = begin;
-    while (end < n && st.region_of[end] == st.region_of[begin]) ++end;
+    while (end < n && ops[end].segment == ops[begin].segment) ++end;
     if (begin > 0) barrier();
     if (st.region_serial[static_cast<size_t>(st.region_of[begin])]) {
       for (size_t k = begin; k < end; ++k) run(k, st.streams[0]);
