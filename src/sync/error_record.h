@@ -27,7 +27,10 @@ constexpr uint64_t DEFAULT_WATCHDOG_MS = 2000;
 // Default cap of a waiting thread's back-off sleep (ns); overridden by MEGAOPS_TILE_WAIT_MAX_NS.
 // The cap bounds how late a waiter notices a signal (about one sleep; __nanosleep may sleep up to
 // twice the request), the floor of the doubling (TILE_WAIT_SLEEP_MIN_NS) the L2 polling traffic.
-constexpr uint32_t DEFAULT_WAIT_SLEEP_MAX_NS = 1024;
+// 256: on the H200 the llama3.2-1b overlap step ran 1.395 / 1.483 ms (batch 1 / 8) at 1,024,
+// 1.324 / 1.403 at 256 and 1.312 / 1.387 spinning (0), in one run (bench/results/
+// 2026-11-29-4s-call2); 256 keeps a back-off (DESIGN rule 4) within 1% of spinning.
+constexpr uint32_t DEFAULT_WAIT_SLEEP_MAX_NS = 256;
 constexpr uint32_t MAX_WAIT_SLEEP_MAX_NS = 1000000;
 
 // Written once by the device (first timed-out wait of the process wins), read by the host.
