@@ -39,7 +39,7 @@ cat "$OUT/gpu.txt"
 
 if want tests; then
   log "GPU unit tests"
-  "$BIN/megaops_gpu_tests" --gtest_filter="${TEST_FILTER:--Overlap*:OverlapDeathTest.*:Presets/Overlap*}" \
+  "$BIN/megaops_gpu_tests" --gtest_filter="${TEST_FILTER:--Overlap*:OverlapDeathTest.*:Presets/Overlap*:FullSize/Overlap*}" \
     --gtest_output=json:"$OUT/gpu_tests.json" >"$OUT/gpu_tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran" "$OUT/gpu_tests.log" | tail -40
 fi
@@ -47,7 +47,7 @@ fi
 if want overlap; then
   log "overlap executor tests"
   MEGAOPS_WATCHDOG_MS=2000 timeout -k 5 ${OVERLAP_TEST_LIMIT:-300} "$BIN/megaops_gpu_tests" \
-    --gtest_filter='Overlap.*:OverlapDeathTest.*:Presets/Overlap*' \
+    --gtest_filter="${OVERLAP_TEST_FILTER:-Overlap.*:OverlapDeathTest.*:Presets/Overlap*:FullSize/Overlap*}" \
     --gtest_output=json:"$OUT/overlap_tests.json" >"$OUT/overlap_tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran|Watchdog|watchdog" "$OUT/overlap_tests.log" | tail -40
   for preset in ${OVERLAP_PRESETS:-llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b}; do
@@ -108,11 +108,16 @@ fi
 # or run thousands of trials; every kernel is still covered by its small-shape tests
 # (DecodeAttention.SanitizerSubset stands in for MatchesReference). The OOM test is left out: the
 # out-of-memory API errors it provokes on purpose are what memcheck reports as errors.
-SANITIZE_DEFAULT='-DecodeAttention.MatchesReference:Conventional.OutOfMemoryNamesTheBuffer:DecodeAttention.LongContext:DecodeAttention.LargeBatch:PrefillAttention.MatchesReference:TileSemaphore.ProducerConsumerRandomized:TileSemaphore.GraphReplaysOnMonotonicCounters:TileSemaphoreDeathTest.*:MatmulTest.SmallMMatchesReferenceOnAwkwardShapes:MatmulTest.CublasLtMatchesReferenceOnAwkwardShapes:Sample.SampledMatchesReference:Overlap.TenThousandReplays:Overlap.RandomDelays:OverlapDeathTest.*'
+SANITIZE_DEFAULT='-FullSize/*:DecodeAttention.MatchesReference:Conventional.OutOfMemoryNamesTheBuffer:DecodeAttention.LongContext:DecodeAttention.LargeBatch:PrefillAttention.MatchesReference:TileSemaphore.ProducerConsumerRandomized:TileSemaphore.GraphReplaysOnMonotonicCounters:TileSemaphoreDeathTest.*:MatmulTest.SmallMMatchesReferenceOnAwkwardShapes:MatmulTest.CublasLtMatchesReferenceOnAwkwardShapes:Sample.SampledMatchesReference:Overlap.TenThousandReplays:Overlap.RandomDelays:OverlapDeathTest.*'
 if want sanitize; then
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     log "compute-sanitizer $tool"
-    timeout -k 5 ${SANITIZE_LIMIT:-600} compute-sanitizer --tool $tool --error-exitcode 9 \
+    # memcheck: memory errors only. NCCL's communicator set-up (the TP tests) probes kernel images
+    # that are not built for this GPU, and memcheck reports those API errors as errors (16 of
+    # them, all in ncclInitKernelsForDevice, on the H200); megaops checks every API result itself.
+    api=()
+    [ "$tool" = memcheck ] && api=(--report-api-errors no)
+    timeout -k 5 ${SANITIZE_LIMIT:-600} compute-sanitizer --tool $tool "${api[@]}" --error-exitcode 9 \
       "$BIN/megaops_gpu_tests" --gtest_filter="${SANITIZE_FILTER:-$SANITIZE_DEFAULT}" \
       >"$OUT/sanitize_$tool.log" 2>&1
     rc=$?
