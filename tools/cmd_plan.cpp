@@ -93,6 +93,9 @@ Runner add_plan(CLI::App& app) {
     // one 32 KB weight group (three CTAs per SM: 96 KB per worker, not the 256 KB default).
     cost.overlap_tensor_waits = true;
     cost.overlap_handoff_us = 2.6;
+    // ... and runs the conventional step's cuBLASLt GEMMs behind gates, with a barrier after each
+    // (2026-11-29, fourth session).
+    cost.overlap_vendor_gemms = true;
     cost.machine.staging_bytes = 96 << 10;
     ServiceTable table;
     for (const std::string& p : o->profiles) {

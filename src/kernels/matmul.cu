@@ -399,24 +399,12 @@ MatmulContext::~MatmulContext() {
 // (whose fp32 FMAs, ~60 TFLOP/s on H200, would cost as much as the weight stream at m ~ 8-14:
 // 2 m FLOP per 2-byte weight at 4.6 TB/s = 4.6 m TFLOP/s) its math is never the limit up to m = 64.
 // What grows with m is the x traffic: every 16-row tile re-reads all of x (m/16 of the weight
-// bytes), from L1 while m * k * 2 bytes fits there and from L2 otherwise. Measured on the H200
-// (CUDA graph of 40 launches, weights rotated through 512 MB so they come from HBM; plain read
-// kernel 4.53 TB/s): small-m GB/s is flat from m = 1 to 8, drops ~25% at m = 16 and collapses at
-// 32-64 (x from L2), while cuBLASLt stays at 3.5-4.2 TB/s on the big shapes for every m. At m = 1
-// cuBLASLt is still 4-13% faster on gate_up, down and the LM head; small-m wins on the O and QKV
-// projections (latency-bound sizes) and is the only path with a PDL weight prologue and a tile
-// function for the overlap runtime. Hence: small-m up to m = 8 for the shapes where it measured
-// faster (k <= 4096 and n <= 8192: the QKV and O projections of the 1B/8B models and anything
-// smaller), cuBLASLt for the long weight streams (gate_up, down, LM head) and above m = 8.
-constexpr int MATMUL_DISPATCH_SMALL_M_MAX = 8;
-constexpr int MATMUL_DISPATCH_SMALL_K_MAX = 4096;
-constexpr int MATMUL_DISPATCH_SMALL_N_MAX = 8192;
-static_assert(MATMUL_DISPATCH_SMALL_M_MAX <= MATMUL_SMALL_M_MAX);
+// bytes), from L1 while m * k * 2 bytes fits there and from L2 otherwise. The measurements and
+// the rule: kernels/matmul_dispatch.h (the planner reads it too).
 
 bool MatmulContext::uses_small_m(const MatmulParams& p) const {
   return forced_path_ ? forced_path_ == 1 && p.m <= MATMUL_SMALL_M_MAX
-                      : p.m <= MATMUL_DISPATCH_SMALL_M_MAX && p.k <= MATMUL_DISPATCH_SMALL_K_MAX &&
-                            p.n <= MATMUL_DISPATCH_SMALL_N_MAX;
+                      : matmul_dispatch_small_m(p.m, p.n, p.k);
 }
 
 cudaError_t MatmulContext::run(const MatmulParams& p) {

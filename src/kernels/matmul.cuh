@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "kernels/common.cuh"
+#include "kernels/matmul_dispatch.h"
 #include "kernels/tile_sync.cuh"
 
 namespace megaops {
@@ -29,9 +30,6 @@ struct MatmulParams {
   TileSync sync;
   LaunchOptions launch;
 };
-
-// Largest m the small-batch kernel handles; above it the cuBLASLt path is used.
-constexpr int MATMUL_SMALL_M_MAX = 64;
 
 // Owns the cuBLASLt handle and workspace. One per executor; not thread-safe. Usable inside CUDA
 // stream capture (the workspace is fixed at construction).

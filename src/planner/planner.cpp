@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "kernels/matmul_dispatch.h"
 
 namespace megaops {
 
@@ -82,6 +83,10 @@ RegionGraph single_op_groups(const OpGraph& g) {
   return rg;
 }
 
+bool is_vendor_gemm(const Op& op) {
+  return op.kind == OpKind::Matmul && !matmul_dispatch_small_m(op.m, op.n, op.k);
+}
+
 TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions, Policy policy,
                            int split, const CostModel& cost, const std::vector<double>& extra,
                            bool keep_barriers) {
@@ -124,13 +129,17 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
     const bool tensor_waits = b == Backend::Overlap && !barriers && cost.overlap_tensor_waits;
     std::map<int, int> tensor_ready;  // producer op -> join "whole output ready + handoff"
     int prev_done = -1;
+    bool prev_vendor = false;
     std::vector<int> dones;
     for (int oi = r.first_op; oi <= r.last_op; ++oi) {
       const Op& op = g.ops[oi];
+      const bool vendor = tensor_waits && cost.overlap_vendor_gemms && is_vendor_gemm(op);
       int launch = start;
       if (barriers)
         launch = join({prev_done >= 0 ? prev_done : start},
                       b == Backend::Conventional ? cost.launch_us : 0.0);
+      else if (prev_vendor)  // the barrier after a vendor GEMM
+        launch = join({prev_done}, cost.launch_us);
       const int64_t tiles = op.num_tiles();
       const double frac = 1.0 / static_cast<double>(tiles);
       // The handoff joins go before the op's tiles: tile k of op oi is task op_first_tile + k.
@@ -140,14 +149,23 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
               !tensor_ready.count(in.producer))
             tensor_ready.emplace(in.producer,
                                  join({t.op_done[in.producer]}, cost.overlap_handoff_us));
+      if (vendor) {
+        // The gate: no tile of a vendor GEMM takes a worker (or streams a byte) before its
+        // producers' outputs are ready.
+        std::vector<int> gate = {launch};
+        for (const OpInput& in : op.inputs)
+          if (in.producer >= r.first_op && t.op_first_tile[in.producer] >= 0)
+            gate.push_back(tensor_ready.at(in.producer));
+        launch = join(std::move(gate), 0);
+      }
       t.op_first_tile[oi] = static_cast<int>(t.tasks.size());
       for (int64_t k = 0; k < tiles; ++k) {
         TileTask task;
         task.op = oi;
         task.pool = pool;
         // Partial last tiles are charged like full ones: the tile count is what matters here.
-        task.compute_us =
-            op.flops * frac / cost.machine.worker_flops_per_us + extra[oi] + tile_extra;
+        task.compute_us = op.flops * frac / cost.machine.worker_flops_per_us + extra[oi] +
+                          (vendor ? 0.0 : tile_extra);
         task.weight_bytes = static_cast<double>(op.weight_bytes + op.kv_bytes) * frac;
         task.input_bytes = static_cast<double>(op.act_in_bytes) * frac;
         task.output_bytes = static_cast<double>(op.act_out_bytes) * frac;
@@ -183,7 +201,9 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
         row_join[oi].push_back(join(std::move(deps), 0));
       }
       t.op_done[oi] = op.row_blocks() == 1 ? row_join[oi][0] : join(row_join[oi], 0);
+      if (vendor) t.op_done[oi] = join({t.op_done[oi]}, cost.launch_us);  // the signal kernel
       prev_done = t.op_done[oi];
+      prev_vendor = vendor;
       dones.push_back(prev_done);
     }
     prev_end = join(dones, 0);

@@ -39,6 +39,12 @@ struct CostModel {
   // (measured 1.2-3.3 us, median 2.6, in the trace of bench/results/2026-11-29-eeaaee5-variants).
   bool overlap_tensor_waits = false;
   double overlap_handoff_us = 0;
+  // Vendor GEMMs in an overlap region (the executor as it is, docs/overlap-design.md): a matmul
+  // the conventional step runs on cuBLASLt (kernels/matmul_dispatch.h) runs behind a gate kernel
+  // that waits for its producers' whole outputs, so none of its weights stream before the gate
+  // opens; a signal kernel (one launch) follows it; and nothing after it in the region is issued
+  // before it completes (a barrier: one launch). Applies with overlap_tensor_waits.
+  bool overlap_vendor_gemms = false;
   bool overlap_supported = true;      // executor_supports for overlap regions
   bool fixed_split_supported = true;  // executor_supports for the fixed-split sharing policy
   bool persistent_supported = false;  // executor_supports for persistent regions
@@ -124,6 +130,10 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
 // first_op, last_op, backend, cta_budget}], policy, split, predicted_us, baseline_us, reason,
 // executor_supports}.
 std::string plan_json(const PlanResult& r, const OpGraph& g, int index);
+
+// Whether the executors run this op as a vendor (cuBLASLt) GEMM: a matmul outside the small-m
+// kernel's dispatch (kernels/matmul_dispatch.h).
+bool is_vendor_gemm(const Op& op);
 
 // The tile graph of one candidate, as simulated (also used by the dumps).
 struct TileGraph {
