@@ -5,11 +5,13 @@
 #   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ab] [tp] [soak]
 #     [trace] [ncu] [ncu_matmul] [sanitize]
 #   (default: tests overlap hf bench)
-# Knobs (environment): BIN, OUT, TEST_FILTER, OVERLAP_PRESETS, OVERLAP_BATCHES, OVERLAP_STREAMS,
-# OVERLAP_ENVS, OVERLAP_FLAGS, TP_PRESETS, TP_SIZES, TP_BATCHES, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, AB_BINS, AB_ENVS, AB_PRESETS,
-# AB_BATCHES, SOAK_*, SANITIZE_FILTER, SANITIZE_LIMIT, TRACE_PRESETS.
-# `ab` benchmarks other builds (AB_BINS) or settings (AB_ENVS) beside this one. `tests` runs every GPU test except the overlap executor's, which `overlap` runs under a time
-# limit (a hang there must not eat the device call) together with the overlap benchmark.
+# Knobs (environment): BIN, OUT, TEST_FILTER, OVERLAP_TEST_FILTER, OVERLAP_PRESETS,
+# OVERLAP_BATCHES, OVERLAP_STREAMS, OVERLAP_ENVS, OVERLAP_FLAGS, TP_PRESETS, TP_SIZES, TP_BATCHES,
+# BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, PROFILE_BATCHES, AB_BINS, AB_ENVS, AB_PRESETS,
+# AB_BATCHES, AB_BACKEND, SOAK_*, SANITIZE_TOOLS, SANITIZE_FILTER, SANITIZE_LIMIT, TRACE_PRESETS.
+# `ab` benchmarks other builds (AB_BINS) or settings (AB_ENVS) beside this one. `tests` runs every
+# GPU test except the overlap executor's, which `overlap` runs under a time limit (a hang there
+# must not eat the device call) together with the overlap benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.carry/bin}
@@ -135,11 +137,16 @@ if want sanitize; then
     [ $rc -eq 0 ] || status=1
   done
 fi
+# profile: per-op profiles of the conventional step, profile_<preset>_b<batch>.json, the planner's
+# inputs (scripts/validate_planner.py reads that naming). For the protocol's frozen profiles:
+# PROFILE_PRESETS="llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b" PROFILE_BATCHES="1 8 32 64".
 if want profile; then
   for preset in ${PROFILE_PRESETS:-llama3.2-1b llama3.1-8b}; do
-    log "profile $preset"
-    "$BIN/megaops" profile --preset "$preset" --batch 1 --json "$OUT/profile_$preset.json" \
-      2>/dev/null || status=1
+    for batch in ${PROFILE_BATCHES:-1}; do
+      log "profile $preset batch $batch"
+      "$BIN/megaops" profile --preset "$preset" --batch "$batch" \
+        --json "$OUT/profile_${preset}_b$batch.json" 2>/dev/null || status=1
+    done
   done
 fi
 

@@ -55,6 +55,10 @@ TpComm::TpComm(int tp, int rank, int device, const std::string& rendezvous, cons
   if (rank < 0 || rank >= tp)
     throw_input_error("tensor parallel", "rank",
                       "expected 0.." + std::to_string(tp - 1) + ", found " + std::to_string(rank));
+  // NVLink multicast (NVLS) off unless the user asked for it: on shared multi-GPU hosts a program
+  // that uses it can take the GPUs out of service. NCCL reads the variable at init; ranks started
+  // by tools/tp_launch inherit it.
+  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
   const NcclApi& nccl = nccl_api();
   MEGAOPS_CUDA_CHECK(cudaSetDevice(device));
   ncclUniqueId id;
