@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -265,37 +266,39 @@ TEST(TileSemaphore, RandomDelayIsBoundedAndVaries) {
   EXPECT_EQ(random_delay_ns(DelayParams{}, 123), 0u);
 }
 
-TEST(TileSemaphore, WatchdogTimeoutFromEnvironment) {
-  ASSERT_EQ(unsetenv("MEGAOPS_WATCHDOG_MS"), 0);
-  EXPECT_EQ(watchdog_timeout_ms_from_env(), DEFAULT_WATCHDOG_MS);
-  EXPECT_EQ(watchdog_timeout_ms_from_env(77), 77u);
-  ASSERT_EQ(setenv("MEGAOPS_WATCHDOG_MS", "250", 1), 0);
-  EXPECT_EQ(watchdog_timeout_ms_from_env(), 250u);
-  ASSERT_EQ(setenv("MEGAOPS_WATCHDOG_MS", "0", 1), 0);
-  EXPECT_EQ(watchdog_timeout_ms_from_env(), 0u);
-  for (const char* bad : {"-1", "2s", " 5", "x"}) {
-    ASSERT_EQ(setenv("MEGAOPS_WATCHDOG_MS", bad, 1), 0);
-    EXPECT_THROW(watchdog_timeout_ms_from_env(), InputError) << bad;
+// A setting read from the environment by `read(fallback)`: unset gives `def`, the fallback
+// argument overrides it, each of `valid` parses to itself, each of `bad` throws InputError, and an
+// empty value is read as unset.
+template <typename T>
+void expect_env_setting(const char* var, T (*read)(T), T def, std::initializer_list<T> valid,
+                        std::initializer_list<const char*> bad) {
+  ASSERT_EQ(unsetenv(var), 0);
+  EXPECT_EQ(read(def), def) << var;
+  EXPECT_EQ(read(77), T{77}) << var;
+  for (T v : valid) {
+    ASSERT_EQ(setenv(var, std::to_string(v).c_str(), 1), 0);
+    EXPECT_EQ(read(def), v) << var;
   }
-  ASSERT_EQ(unsetenv("MEGAOPS_WATCHDOG_MS"), 0);
+  for (const char* b : bad) {
+    ASSERT_EQ(setenv(var, b, 1), 0);
+    EXPECT_THROW(read(def), InputError) << var << "=" << b;
+  }
+  ASSERT_EQ(setenv(var, "", 1), 0);
+  EXPECT_EQ(read(def), def) << var << " empty = unset";
+  ASSERT_EQ(unsetenv(var), 0);
+}
+
+TEST(TileSemaphore, WatchdogTimeoutFromEnvironment) {
+  EXPECT_EQ(watchdog_timeout_ms_from_env(), DEFAULT_WATCHDOG_MS);  // the default argument
+  expect_env_setting<uint64_t>("MEGAOPS_WATCHDOG_MS", watchdog_timeout_ms_from_env,
+                               DEFAULT_WATCHDOG_MS, {250, 0}, {"-1", "2s", " 5", "x"});
 }
 
 TEST(TileSemaphore, WaitSleepCapFromEnvironment) {
-  ASSERT_EQ(unsetenv("MEGAOPS_TILE_WAIT_MAX_NS"), 0);
-  EXPECT_EQ(wait_sleep_max_ns_from_env(), DEFAULT_WAIT_SLEEP_MAX_NS);
-  EXPECT_EQ(wait_sleep_max_ns_from_env(77), 77u);
-  ASSERT_EQ(setenv("MEGAOPS_TILE_WAIT_MAX_NS", "0", 1), 0);
-  EXPECT_EQ(wait_sleep_max_ns_from_env(), 0u);
-  ASSERT_EQ(setenv("MEGAOPS_TILE_WAIT_MAX_NS", "256", 1), 0);
-  EXPECT_EQ(wait_sleep_max_ns_from_env(), 256u);
-  for (const char* bad : {"-1", "1000001", "64ns", ""}) {
-    ASSERT_EQ(setenv("MEGAOPS_TILE_WAIT_MAX_NS", bad, 1), 0);
-    if (*bad == '\0')
-      EXPECT_EQ(wait_sleep_max_ns_from_env(), DEFAULT_WAIT_SLEEP_MAX_NS);  // empty = unset
-    else
-      EXPECT_THROW(wait_sleep_max_ns_from_env(), InputError) << bad;
-  }
-  ASSERT_EQ(unsetenv("MEGAOPS_TILE_WAIT_MAX_NS"), 0);
+  EXPECT_EQ(wait_sleep_max_ns_from_env(), DEFAULT_WAIT_SLEEP_MAX_NS);  // the default argument
+  expect_env_setting<uint32_t>("MEGAOPS_TILE_WAIT_MAX_NS", wait_sleep_max_ns_from_env,
+                               DEFAULT_WAIT_SLEEP_MAX_NS, {0, 256, 1000000},
+                               {"-1", "1000001", "64ns"});
 }
 
 TEST(TileSemaphore, WatchdogRecordStartsClear) {
