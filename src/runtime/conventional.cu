@@ -13,6 +13,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "graph/overlap_budget.h"
 #include "kernels/attention.cuh"
 #include "kernels/embedding.cuh"
 #include "kernels/matmul.cuh"
@@ -816,121 +817,38 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       },
       [](StepAdvanceParams q, int) { return launch_step_advance(q); });
   if (ops.size() != st.op_names.size()) throw Error("internal: overlap op list mismatch");
-  for (size_t k = 1; k < ops.size(); ++k)
-    ops[k].segment =
-        ops[k - 1].segment + (st.region_of[k] != st.region_of[k - 1] || ops[k - 1].opaque ? 1 : 0);
   choose_overlap_budgets(ops);
   return ops;
 }
 
-// CTA budgets (docs/overlap-design.md decision 1, DESIGN rule 2).
-//
-// Which kernels can be live together: op k runs on stream k % W, behind op k - W, so it cannot
-// start before op k - W completed. If op O is the oldest op of the step not yet completed, every
-// live op is in O, ..., O + W - 1 (step_advance runs alone after the join; graph launches of
-// consecutive steps are ordered on the executor's stream).
-//
-// Why that cannot deadlock when the budgets below hold: O's producers (earlier ops) are complete,
-// so O's resident CTAs never wait; they finish, and O progresses as long as one of its CTAs can
-// become resident. The only stuck state is: all later live ops' CTAs resident (at most their
-// budgets), spinning, and no SM with room for one CTA of O. Each CTA of kernel k takes at most
-// 1/occ_k of every SM resource (occ_k = its occupancy alone on an SM, so occ_k <= cap_r / use_r
-// for every resource r), and an SM can take a CTA of O if its load sum(n_k / occ_k) <= 1 -
-// 1/occ_O. So the stuck state is impossible if for every O, over the later live ops L(O):
-//   (A) sum_{k in L} ctas_k <= SMs - 1     (some SM holds none of their CTAs), or
-//   (B) sum_{k in L} ctas_k / occ_k <= SMs * (1 - 1/occ_O)     (some SM has room, by averaging).
-// Regions (ExecutorOptions::overlap_regions) and opaque ops: a barrier before each region and
-// after each opaque op (OverlapOp::segment) means no op past it is live while O is incomplete, so
-// L(O) stops there; in a serial region one op runs at a time and L(O) is empty; an opaque op's
-// L(O) is empty, so its GEMM has the GPU to itself once its gate opens.
-// Issue and dispatch order do not enter, which is what the consumer-first test checks. The
-// averaging in (B) needs every SM to be able to host any kernel's CTA, but an SM's L1 / shared
-// memory split is set by the CTAs it holds: a CTA that needs more shared memory than the split
-// of the resident ones cannot start there until the SM drains. Every kernel's preferred carveout
-// is therefore the maximum shared memory (preload_kernel, called by setup_overlap), so all SMs
-// keep one split. (Before that, llama3.1-8b at batch 8 with W = 3 hung on the H200: one QKV tile
-// never ran while qkv_rope and attention waited.)
-//
-// Budgets: every cappable kernel gets cap_k = max(1, floor(c_k * occ_k * SMs)) with its own
-// fraction c_k, all starting at 1; fixed-grid kernels (norms, embedding, attention, sampler) keep
-// their grids. While some O violates both conditions, each cappable later op of a violating O
-// that still has more than one CTA loses 20% of c_k (once per pass). So a kernel is cut only
-// where some window needs it, and the others keep their full grids (a uniform c cut them all).
-// Where no later op of a violating window can shrink (their grids are fixed, or one CTA each
-// already), a barrier goes before the window's last op (a new segment), until every window holds:
-// the step never has to be refused, it only overlaps less.
+// CTA budgets and barriers: graph/overlap_budget.h (the conditions, the argument, the rule), fed
+// with this GPU's occupancy of each op's kernel.
 void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& ops) const {
-  const size_t W = static_cast<size_t>(opt.overlap_streams);
-  const int sms = ovl->sms;
-  const size_t n = ops.size() - 1;  // step_advance runs alone, after the join
-  for (OverlapOp& op : ops) {
+  std::vector<BudgetOp> b(ops.size());
+  for (size_t k = 0; k < ops.size(); ++k) {
+    OverlapOp& op = ops[k];
     KernelFootprint f;
     MEGAOPS_CUDA_CHECK(op.footprint(0, &f));
     if (f.blocks_per_sm < 1)
       throw DeviceError("overlap: a CTA of op '" + op.name + "' does not fit on an SM");
     op.blocks_per_sm = f.blocks_per_sm;
+    b[k].cappable = op.cappable;
+    b[k].opaque = op.opaque;
+    b[k].blocks_per_sm = f.blocks_per_sm;
+    b[k].region = ovl->region_of[k];
+    // In op order: the v0 attention combine's footprint reads the split's budget set before it.
+    b[k].ctas_at = [&op](int cap) {
+      KernelFootprint g;
+      MEGAOPS_CUDA_CHECK(op.footprint(cap, &g));
+      return g.ctas;
+    };
   }
-  std::vector<double> frac(n, 1.0);
-  // In op order: the attention combine's footprint reads the split's budget set just before.
-  auto assign = [&]() {
-    for (size_t k = 0; k < n; ++k) {
-      OverlapOp& op = ops[k];
-      op.cap = op.cappable
-                   ? std::max(1, static_cast<int>(std::floor(frac[k] * op.blocks_per_sm * sms)))
-                   : 0;
-      KernelFootprint f;
-      MEGAOPS_CUDA_CHECK(op.footprint(op.cap, &f));
-      op.ctas = f.ctas;
-    }
-  };
-  // Op o's window: the ops that can be live with it, which never cross a barrier (a region's
-  // end, or after an opaque op: OverlapOp::segment); in a serial region only o itself.
-  auto window_end = [&](size_t o) {
-    if (ovl->region_serial[static_cast<size_t>(ovl->region_of[o])]) return o + 1;
-    size_t end = std::min(n, o + W);
-    for (size_t k = o + 1; k < end; ++k)
-      if (ops[k].segment != ops[o].segment) return k;
-    return end;
-  };
-  auto violated = [&](size_t o) {
-    double count = 0, load = 0;
-    for (size_t k = o + 1; k < window_end(o); ++k) {
-      count += ops[k].ctas;
-      load += static_cast<double>(ops[k].ctas) / ops[k].blocks_per_sm;
-    }
-    const bool by_count = count <= sms - 1;
-    // An opaque op's running CTAs may need a whole SM: only (A) guarantees it one.
-    const bool by_load = !ops[o].opaque && load <= sms * (1.0 - 1.0 / ops[o].blocks_per_sm);
-    return !by_count && !by_load;
-  };
-  assign();
-  for (int pass = 0;; ++pass) {
-    std::vector<char> shrink(n, 0);
-    bool any = false, can = false;
-    for (size_t o = 0; o < n; ++o) {
-      if (!violated(o)) continue;
-      any = true;
-      for (size_t k = o + 1; k < window_end(o); ++k)
-        if (ops[k].cappable && ops[k].cap > 1) shrink[k] = 1, can = true;
-    }
-    if (!any) break;
-    if (!can) {
-      // No later op of some violating window can shrink (fixed grids: attention at batch 32,
-      // the gates of vendor GEMMs): a barrier before that window's last op, which shortens the
-      // window by one. A window of one op holds trivially, so this ends.
-      size_t o = 0;
-      while (!violated(o)) ++o;
-      const size_t cut = window_end(o) - 1;
-      for (size_t k = cut; k <= n; ++k) ++ops[k].segment;
-      continue;
-    }
-    if (pass > 4000) throw Error("internal: overlap budgets do not converge");
-    for (size_t k = 0; k < n; ++k)
-      if (shrink[k]) frac[k] *= 0.8;
-    assign();
+  ::megaops::choose_overlap_budgets(b, ovl->region_serial, opt.overlap_streams, ovl->sms);
+  for (size_t k = 0; k < ops.size(); ++k) {
+    ops[k].cap = b[k].cap;
+    ops[k].ctas = b[k].ctas;
+    ops[k].segment = b[k].segment;
   }
-  ops[n].cap = 0;
-  ops[n].ctas = 1;
   for (const OverlapOp& op : ops)
     if (op.ctas < 0 || static_cast<uint32_t>(op.ctas) > TILE_SYNC_STEP_SUM)
       throw Error("overlap: op '" + op.name + "' launches more CTAs than a counter step holds");

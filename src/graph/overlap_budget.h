@@ -1,0 +1,67 @@
+// CTA budgets and barriers of the overlap step (docs/overlap-design.md decision 1, DESIGN rule 2),
+// as a pure function of the ops' footprints, so the deadlock-freedom conditions can be tested on
+// any CPU. The overlap executor (runtime/conventional.cu) fills the footprints from the occupancy
+// API and launches with the result.
+//
+// Which kernels can be live together: op k runs on stream k % W, behind op k - W, so it cannot
+// start before op k - W completed. If op O is the oldest op of the step not yet completed, every
+// live op is in O, ..., O + W - 1 (the last op, step_advance, runs alone after the join).
+//
+// Why that cannot deadlock when the budgets hold: O's producers (earlier ops) are complete, so
+// O's resident CTAs never wait; they finish, and O progresses as long as one of its CTAs can become
+// resident. The only stuck state is: all later live ops' CTAs resident (at most their budgets),
+// spinning, and no SM with room for one CTA of O. Each CTA of kernel k takes at most 1/occ_k of
+// every SM resource (occ_k = its occupancy alone on an SM), and an SM can take a CTA of O if its
+// load sum(n_k / occ_k) <= 1 - 1/occ_O. So the stuck state is impossible if for every O, over the
+// later live ops L(O):
+//   (A) sum_{k in L} ctas_k <= SMs - 1     (some SM holds none of their CTAs), or
+//   (B) sum_{k in L} ctas_k / occ_k <= SMs * (1 - 1/occ_O)     (some SM has room, by averaging).
+// (B) needs every SM to be able to host any kernel's CTA, which holds when all kernels want one
+// L1 / shared-memory split (preload_kernel asks every kernel for the maximum shared carveout).
+//
+// Segments: a barrier before each region (ExecutorOptions::overlap_regions) and after each opaque
+// (vendor) op means no op past it is live while O is incomplete, so L(O) stops there; an opaque
+// op's own L(O) is empty (its CTAs' needs are unknown: cuBLASLt's Hopper kernels launch clusters
+// of two CTAs), and in a serial region one op runs at a time.
+//
+// Budgets: every cappable op gets cap_k = max(1, floor(c_k * occ_k * SMs)) with its own fraction
+// c_k, all starting at 1; fixed-grid ops keep their grids. While some O violates both conditions,
+// each cappable later op of a violating O that still has more than one CTA loses 20% of c_k (once
+// per pass). Where no later op of a violating window can shrink, a barrier goes before the
+// window's last op (a new segment) until every window holds: the step never has to be refused,
+// it only overlaps less.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace megaops {
+
+struct BudgetOp {
+  // Inputs.
+  bool cappable = false;  // the grid follows the cap; else fixed by the shape
+  bool opaque = false;    // a vendor kernel: a barrier follows it
+  int blocks_per_sm = 1;  // occupancy alone on an SM (>= 1)
+  int region = 0;         // index into region_serial
+  // CTAs the op launches with cap (0 = its default grid). Called in op order on every pass (a
+  // footprint may depend on the cap of the op before it).
+  std::function<int(int cap)> ctas_at;
+  // Outputs.
+  int cap = 0;
+  int ctas = 0;
+  int segment = 0;  // ops of one segment may be live together; barriers between segments
+};
+
+// Chooses caps and segments for ops[0 .. n-2]; the last op (step_advance) gets cap 0, one CTA.
+// W: live kernels at most (streams); sms: the GPU's SMs. Throws Error if the caps do not settle
+// (an internal error: shrinking and barriers always end).
+void choose_overlap_budgets(std::vector<BudgetOp>& ops, const std::vector<char>& region_serial,
+                            int W, int sms);
+
+// Whether the window of op o (the ops that may be live with it) meets (A) or (B); for tests and
+// the executor's own check.
+bool overlap_window_holds(const std::vector<BudgetOp>& ops, const std::vector<char>& region_serial,
+                          int W, int sms, size_t o);
+
+}  // namespace megaops
