@@ -86,7 +86,7 @@ cudaError_t kernel_footprint(Kernel kernel, int ctas, int threads, size_t smem,
 // Loads the kernel's module now (DESIGN rule 1: never lazily while a consumer spins), and asks
 // for the largest shared-memory carveout, so every kernel of an overlap step wants the same
 // L1 / shared split and a waiting kernel's CTAs never keep an SM in a split another kernel's CTA
-// cannot start in (runtime/conventional.cu, choose_overlap_budgets).
+// cannot start in (graph/overlap_budget.h, condition (B)).
 template <typename Kernel>
 cudaError_t preload_kernel(Kernel kernel) {
   cudaFuncAttributes attr;
