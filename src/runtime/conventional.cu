@@ -102,17 +102,10 @@ struct OverlapOp {
   std::function<cudaError_t(int cap, const TileSync&, cudaStream_t)> launch;
   int cap = 0;   // chosen budget (launch argument)
   int ctas = 0;  // CTAs launched with that budget
-  int blocks_per_sm = 0;
   // A vendor kernel behind a gate (kernels/tile_gate.cuh): while it waits it holds the gate's one
-  // CTA (its footprint); once running, its CTAs' needs are unknown, so the budget check treats
-  // one of them as needing a whole SM.
+  // CTA (its footprint); a barrier follows it (graph/overlap_budget.h).
   bool opaque = false;
-  // Ops of one segment may be live together. A segment ends at a region's end and after an opaque
-  // op: a vendor GEMM gets the whole GPU while it runs, because nothing after it is issued before
-  // it completes. Its CTAs' needs are unknown (cuBLASLt's Hopper kernels launch clusters of two
-  // CTAs, which need two free SMs of one GPC), so no budget of waiting kernels could guarantee it
-  // room; and the ops after a vendor GEMM in a layer (a norm, SiLU) have no weights to stream.
-  int segment = 0;
+  int segment = 0;  // ops of one segment may be live together (graph/overlap_budget.h)
 };
 
 // Everything the overlap backend owns, set up on first use (so a conventional executor allocates
@@ -422,8 +415,8 @@ struct ConventionalExecutor::Impl {
     check(cudaGetLastError(), "lm_head gather");
   }
 
-  void lm_head_and_sample(const bf16* rows, int b, bool pdl) {
-    lm_head_logits(rows, b, pdl);
+  // The next token of b sequences from the logits, into dec_tokens; launch options left default.
+  SampleParams sample_params(int b) const {
     SampleParams sp;
     sp.logits = logits;
     sp.ld = cfg.vocab_size;
@@ -435,6 +428,22 @@ struct ConventionalExecutor::Impl {
     sp.seed = opt.sampling.seed;
     sp.step = step;
     sp.tokens = dec_tokens;
+    return sp;
+  }
+
+  // Positions, context lengths and the sampler's step advanced after a decode step of b.
+  StepAdvanceParams step_advance_params(int b) const {
+    StepAdvanceParams ap;
+    ap.positions = dec_pos;
+    ap.ctx_lens = dec_ctx;
+    ap.step = step;
+    ap.b = b;
+    return ap;
+  }
+
+  void lm_head_and_sample(const bf16* rows, int b, bool pdl) {
+    lm_head_logits(rows, b, pdl);
+    SampleParams sp = sample_params(b);
     sp.launch = launch(pdl);
     check(launch_sample(sp), "sample");
   }
@@ -443,11 +452,7 @@ struct ConventionalExecutor::Impl {
     run_layers(b, dec_tokens, dec_pos, dec_slots, dec_ctx, /*decode=*/true, pdl);
     add_rmsnorm(delta, final_norm, normed, b, pdl, "final_norm");
     lm_head_and_sample(normed, b, pdl);
-    StepAdvanceParams ap;
-    ap.positions = dec_pos;
-    ap.ctx_lens = dec_ctx;
-    ap.step = step;
-    ap.b = b;
+    StepAdvanceParams ap = step_advance_params(b);
     ap.launch = launch(pdl);
     check(launch_step_advance(ap), "step_advance");
   }
@@ -639,6 +644,25 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     };
     ops.push_back(std::move(op));
   };
+  // An op whose grid follows its CTA cap (params.max_ctas), and one whose grid its shape fixes:
+  // footprint(params, f) and launch(params) as the kernels declare them.
+  auto add_capped = [&](auto params, auto footprint, auto launch) {
+    add(
+        true, params,
+        [footprint](auto q, int cap, KernelFootprint* f) {
+          q.max_ctas = cap;
+          return footprint(q, f);
+        },
+        [launch](auto q, int cap) {
+          q.max_ctas = cap;
+          return launch(q);
+        });
+  };
+  auto add_fixed = [&](auto params, auto footprint, auto launch) {
+    add(
+        false, params, [footprint](auto q, int, KernelFootprint* f) { return footprint(q, f); },
+        [launch](auto q, int) { return launch(q); });
+  };
   MatmulContext* mmc = mm.get();
   const bool same_arithmetic = opt.overlap_conventional_arithmetic;
   const int chunks = opt.overlap_vendor_chunks;
@@ -673,23 +697,13 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       ops.push_back(std::move(op));
       return;
     }
-    add(
-        true, p,
-        [](MatmulParams q, int cap, KernelFootprint* f) {
-          q.max_ctas = cap;
-          return MatmulContext::small_m_footprint(q, f);
-        },
-        [mmc](MatmulParams q, int cap) {
-          q.max_ctas = cap;
-          return mmc->run_small_m(q);  // the only path with hooks (no cuBLASLt in overlap)
-        });
+    // The small-m kernel: the matmul path with hooks.
+    add_capped(p, MatmulContext::small_m_footprint,
+               [mmc](const MatmulParams& q) { return mmc->run_small_m(q); });
   };
   auto norm_op = [&](const float* delta_in, const bf16* w, bf16* out) {
     const AddRmsNormParams p = add_rmsnorm_params(st.resid, delta_in, w, out, b);
-    add(
-        false, p,
-        [](AddRmsNormParams q, int, KernelFootprint* f) { return add_rmsnorm_footprint(q, f); },
-        [](AddRmsNormParams q, int) { return launch_add_rmsnorm(q); });
+    add_fixed(p, add_rmsnorm_footprint, launch_add_rmsnorm);
   };
 
   auto silu_op = [&](const float* gu, bf16* act) {
@@ -698,39 +712,18 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     sp.out = act;
     sp.m = b;
     sp.inter = inter;
-    add(
-        true, sp,
-        [](SiluMulParams q, int cap, KernelFootprint* f) {
-          q.max_ctas = cap;
-          return silu_mul_footprint(q, f);
-        },
-        [](SiluMulParams q, int cap) {
-          q.max_ctas = cap;
-          return launch_silu_mul(q);
-        });
+    add_capped(sp, silu_mul_footprint, launch_silu_mul);
   };
 
   const EmbeddingParams ep = embedding_params(dec_tokens, st.resid, b);
-  add(
-      false, ep,
-      [](EmbeddingParams q, int, KernelFootprint* f) { return embedding_footprint(q, f); },
-      [](EmbeddingParams q, int) { return launch_embedding(q); });
+  add_fixed(ep, embedding_footprint, launch_embedding);
   for (int l = 0; l < cfg.num_layers; ++l) {
     const LayerWeights& W = layers[l];
     const OverlapLayer& A = st.layers[l];
     norm_op(l == 0 ? nullptr : st.layers[l - 1].down, W.ln1, A.n1);
     matmul_op(A.n1, W.wqkv, A.qkv, qd + 2 * kvd, h);
-    const QkvRopeParams rp = qkv_rope_params(W, A.qkv, A.q, dec_pos, dec_slots, b);
-    add(
-        true, rp,
-        [](QkvRopeParams q, int cap, KernelFootprint* f) {
-          q.max_ctas = cap;
-          return qkv_rope_footprint(q, f);
-        },
-        [](QkvRopeParams q, int cap) {
-          q.max_ctas = cap;
-          return launch_qkv_rope(q);
-        });
+    add_capped(qkv_rope_params(W, A.qkv, A.q, dec_pos, dec_slots, b), qkv_rope_footprint,
+               launch_qkv_rope);
     DecodeAttentionParams ap = decode_attention_params(W, A.q, A.attn, A.ws, dec_slots, dec_ctx, b);
     if (same_arithmetic) {
       // The conventional step's launch: default split count, the last CTA of a group merges
@@ -738,13 +731,13 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       // counters are shared with the conventional step: the two never run at once, and the
       // attention ops of two layers are never live together (ten ops apart, W <= 8).
       ap.done_counters = attn_done;
-      add(
-          false, ap,
-          [](DecodeAttentionParams q, int, KernelFootprint* f) {
+      add_fixed(
+          ap,
+          [](const DecodeAttentionParams& q, KernelFootprint* f) {
             KernelFootprint unused;
             return decode_attention_footprint(q, f, &unused);
           },
-          [](DecodeAttentionParams q, int) { return launch_decode_attention_split(q); });
+          launch_decode_attention_split);
       matmul_op(A.attn, W.wo, A.o, h, qd);
       norm_op(A.o, W.ln2, A.n2);
       matmul_op(A.n2, W.wgu, A.gu, 2 * inter, h);
@@ -788,34 +781,17 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   }
   norm_op(st.layers.back().down, final_norm, st.final_normed);
   matmul_op(st.final_normed, lm_head, logits, cfg.vocab_size, h);
-  SampleParams sp;
-  sp.logits = logits;
-  sp.ld = cfg.vocab_size;
-  sp.b = b;
-  sp.vocab = cfg.vocab_size;
-  sp.temperature = opt.sampling.temperature;
-  sp.top_k = opt.sampling.top_k;
-  sp.top_p = opt.sampling.top_p;
-  sp.seed = opt.sampling.seed;
-  sp.step = step;
-  sp.tokens = dec_tokens;
-  add(
-      false, sp, [](SampleParams q, int, KernelFootprint* f) { return sample_footprint(q, f); },
-      [](SampleParams q, int) { return launch_sample(q); });
-  StepAdvanceParams sa;
-  sa.positions = dec_pos;
-  sa.ctx_lens = dec_ctx;
-  sa.step = step;
-  sa.b = b;
+  add_fixed(sample_params(b), sample_footprint, launch_sample);
+  StepAdvanceParams sa = step_advance_params(b);
   sa.overlap_step = st.step;
-  add(
-      false, sa,
-      [](StepAdvanceParams, int, KernelFootprint* f) {
+  add_fixed(
+      sa,
+      [](const StepAdvanceParams&, KernelFootprint* f) {
         f->ctas = 1;
         f->blocks_per_sm = 1;
         return cudaSuccess;
       },
-      [](StepAdvanceParams q, int) { return launch_step_advance(q); });
+      launch_step_advance);
   if (ops.size() != st.op_names.size()) throw Error("internal: overlap op list mismatch");
   choose_overlap_budgets(ops);
   return ops;
@@ -831,7 +807,6 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
     MEGAOPS_CUDA_CHECK(op.footprint(0, &f));
     if (f.blocks_per_sm < 1)
       throw DeviceError("overlap: a CTA of op '" + op.name + "' does not fit on an SM");
-    op.blocks_per_sm = f.blocks_per_sm;
     b[k].cappable = op.cappable;
     b[k].opaque = op.opaque;
     b[k].blocks_per_sm = f.blocks_per_sm;
