@@ -121,8 +121,7 @@ Runner add_generate(CLI::App& app) {
           "--max-new-tokens", "",
           "prompt + new tokens = " + std::to_string(max_seq) + " exceeds max_position_embeddings " +
               std::to_string(ckpt.config().max_position_embeddings) + " of " + o->model);
-    if (o->tp.tp < 1 || o->tp.tp > 64)
-      throw_input_error("--tp", "", "expected 1..64, found " + std::to_string(o->tp.tp));
+    validate_tp_options(o->tp);
     if (o->tp.tp != 1) {
       // A split that does not divide the model fails here, before any rank starts.
       try {

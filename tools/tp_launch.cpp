@@ -39,9 +39,13 @@ void add_tp_options(CLI::App& app, TpOptions& o) {
   app.add_option("--tp-device", o.device, "GPU of this rank (default rank % GPUs)");
 }
 
-TpRanks::TpRanks(TpOptions& o) {
+void validate_tp_options(const TpOptions& o) {
   if (o.tp < 1 || o.tp > 64)
     throw_input_error("--tp", "", "expected 1..64, found " + std::to_string(o.tp));
+}
+
+TpRanks::TpRanks(TpOptions& o) {
+  validate_tp_options(o);
   if (o.rank >= o.tp)
     throw_input_error(
         "--tp-rank", "",

@@ -28,6 +28,10 @@ struct TpOptions {
 
 void add_tp_options(CLI::App& app, TpOptions& o);
 
+// InputError naming the flag: --tp outside 1..64. (TpRanks checks it too; the CPU oracle's path,
+// which starts no ranks, calls this.)
+void validate_tp_options(const TpOptions& o);
+
 // The command line of this process (main() records it), for starting the other ranks.
 void set_command_line(int argc, char** argv);
 

@@ -86,6 +86,7 @@ TEST(Cli, GenerateTensorParallelOnTheCpuOracle) {
   EXPECT_EQ(one.out, two.out);
   expect_one_line_error(run_cli(args + " --tp 4"), "num_key_value_heads");
   expect_one_line_error(run_cli(args + " --tp 2 --tp-rank 1"), "--tp-rank");
+  expect_one_line_error(run_cli(args + " --tp 0"), "--tp: expected 1..64");
 }
 
 TEST(Cli, MissingModelDirectory) {
