@@ -138,8 +138,10 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
       if (barriers)
         launch = join({prev_done >= 0 ? prev_done : start},
                       b == Backend::Conventional ? cost.launch_us : 0.0);
-      else if (prev_vendor)  // the barrier after a vendor GEMM
+      else if (prev_vendor) {  // the barrier after a vendor GEMM: its output is ready then
         launch = join({prev_done}, cost.launch_us);
+        tensor_ready.emplace(oi - 1, launch);
+      }
       const int64_t tiles = op.num_tiles();
       const double frac = 1.0 / static_cast<double>(tiles);
       // The handoff joins go before the op's tiles: tile k of op oi is task op_first_tile + k.
@@ -150,13 +152,13 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
             tensor_ready.emplace(in.producer,
                                  join({t.op_done[in.producer]}, cost.overlap_handoff_us));
       if (vendor) {
-        // The gate: no tile of a vendor GEMM takes a worker (or streams a byte) before its
-        // producers' outputs are ready.
-        std::vector<int> gate = {launch};
+        // Stream order: no tile of a vendor GEMM takes a worker (or streams a byte) before its
+        // producers completed, plus one kernel boundary.
+        std::vector<int> after = {launch};
         for (const OpInput& in : op.inputs)
           if (in.producer >= r.first_op && t.op_first_tile[in.producer] >= 0)
-            gate.push_back(tensor_ready.at(in.producer));
-        launch = join(std::move(gate), 0);
+            after.push_back(t.op_done[in.producer]);
+        launch = join(std::move(after), cost.launch_us);
       }
       t.op_first_tile[oi] = static_cast<int>(t.tasks.size());
       for (int64_t k = 0; k < tiles; ++k) {
@@ -201,7 +203,6 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
         row_join[oi].push_back(join(std::move(deps), 0));
       }
       t.op_done[oi] = op.row_blocks() == 1 ? row_join[oi][0] : join(row_join[oi], 0);
-      if (vendor) t.op_done[oi] = join({t.op_done[oi]}, cost.launch_us);  // the signal kernel
       prev_done = t.op_done[oi];
       prev_vendor = vendor;
       dones.push_back(prev_done);

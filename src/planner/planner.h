@@ -40,10 +40,10 @@ struct CostModel {
   bool overlap_tensor_waits = false;
   double overlap_handoff_us = 0;
   // Vendor GEMMs in an overlap region (the executor as it is, docs/overlap-design.md): a matmul
-  // the conventional step runs on cuBLASLt (kernels/matmul_dispatch.h) runs behind a gate kernel
-  // that waits for its producers' whole outputs, so none of its weights stream before the gate
-  // opens; a signal kernel (one launch) follows it; and nothing after it in the region is issued
-  // before it completes (a barrier: one launch). Applies with overlap_tensor_waits.
+  // the conventional step runs on cuBLASLt (kernels/matmul_dispatch.h) runs on its producer's
+  // stream after it (one kernel boundary), so none of its weights stream before the producer
+  // completed; nothing after it in the region is issued before it completes (a barrier: one
+  // boundary), and that barrier is the next op's wait. Applies with overlap_tensor_waits.
   bool overlap_vendor_gemms = false;
   bool overlap_supported = true;      // executor_supports for overlap regions
   bool fixed_split_supported = true;  // executor_supports for the fixed-split sharing policy

@@ -106,6 +106,10 @@ struct OverlapOp {
   // CTA (its footprint); a barrier follows it (graph/overlap_budget.h).
   bool opaque = false;
   int segment = 0;  // ops of one segment may be live together (graph/overlap_budget.h)
+  // An opaque op ordered by its stream instead of a gate: it is issued last in its segment, on
+  // the stream of the op before it (its producer), so the stream's order is the wait; it signals
+  // nothing, because the barrier after it is what the next op waits for.
+  bool stream_ordered = false;
 };
 
 // Everything the overlap backend owns, set up on first use (so a conventional executor allocates
@@ -674,7 +678,20 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       OverlapOp op;
       op.name = st.op_names[ops.size()];
       op.opaque = true;
+      // One launch needs no gate and no signal: stream order and the barrier after the op do
+      // their work, two kernel launches fewer per vendor GEMM. Chunks keep the gate and a signal
+      // per chunk (issue 3 item 5: a vendor GEMM taking part at chunk granularity).
+      op.stream_ordered = chunks == 1;
       op.footprint = [](int, KernelFootprint* f) { return tile_gate_footprint(f); };
+      if (op.stream_ordered) {
+        op.launch = [p, mmc](int, const TileSync&, cudaStream_t s) {
+          MatmulParams q = p;
+          q.launch = LaunchOptions{s, false};
+          return mmc->run_cublaslt(q);
+        };
+        ops.push_back(std::move(op));
+        return;
+      }
       op.launch = [p, mmc, chunks](int, const TileSync& sync, cudaStream_t s) {
         if (const cudaError_t err = launch_tile_gate(sync, s); err != cudaSuccess) return err;
         const int c = std::min(chunks, p.n);
@@ -798,7 +815,8 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
 }
 
 // CTA budgets and barriers: graph/overlap_budget.h (the conditions, the argument, the rule), fed
-// with this GPU's occupancy of each op's kernel.
+// with this GPU's occupancy of each op's kernel. A stream-ordered vendor GEMM runs behind op k - 1
+// instead of op k - W, which only narrows what is live.
 void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& ops) const {
   std::vector<BudgetOp> b(ops.size());
   for (size_t k = 0; k < ops.size(); ++k) {
@@ -849,11 +867,16 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
     if (drop == ops.size())
       throw_input_error("executor", "overlap_drop_signal_op",
                         "no overlap op named '" + opt.overlap_drop_signal_op + "'");
+    if (ops[drop].stream_ordered)
+      throw_input_error("executor", "overlap_drop_signal_op",
+                        "op '" + opt.overlap_drop_signal_op +
+                            "' is a stream-ordered vendor GEMM and signals nothing");
   }
   auto sync_for = [&](size_t k) {
     TileSync s;
     s.step = st.step;
-    if (k > 0) {
+    // After a stream-ordered op the barrier has waited for it (it signals nothing).
+    if (k > 0 && !ops[k - 1].stream_ordered) {
       s.wait_counter[0] = st.counters + (k - 1);
       s.wait_target_per_step[0] = TILE_SYNC_STEP_SUM;
     }
@@ -882,8 +905,16 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
     size_t end = begin;
     while (end < n && ops[end].segment == ops[begin].segment) ++end;
     if (begin > 0) barrier();
+    // A stream-ordered vendor GEMM is always its segment's last op: it goes after the others, on
+    // its producer's stream (the producer is in this segment unless the GEMM stands alone, and
+    // then the barrier before it orders it).
+    const size_t last = end - 1;
+    const bool ordered_tail = ops[last].stream_ordered;
+    if (ordered_tail) --end;
+    auto stream_of = [&](size_t k) { return st.streams[(k - begin) % W]; };
     if (st.region_serial[static_cast<size_t>(st.region_of[begin])]) {
       for (size_t k = begin; k < end; ++k) run(k, st.streams[0]);
+      if (ordered_tail) run(last, st.streams[0]);
     } else if (opt.overlap_reverse_issue_order) {
       // Consumers first: the last stream's ops are issued before the first stream's. Each stream
       // keeps its own order (op k before op k + W): reversing that would put a consumer ahead of
@@ -892,10 +923,12 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
       // thousand) before the next stream's are issued; true for every preset.
       for (size_t r = W; r-- > 0;)
         for (size_t k = begin + r; k < end; k += W) run(k, st.streams[r]);
+      if (ordered_tail) run(last, stream_of(last > begin ? last - 1 : last));
     } else {
-      for (size_t k = begin; k < end; ++k) run(k, st.streams[(k - begin) % W]);
+      for (size_t k = begin; k < end; ++k) run(k, stream_of(k));
+      if (ordered_tail) run(last, stream_of(last > begin ? last - 1 : last));
     }
-    begin = end;
+    begin = last + 1;
   }
   for (size_t r = 0; r < W; ++r) {
     MEGAOPS_CUDA_CHECK(cudaEventRecord(st.joins[r], st.streams[r]));
