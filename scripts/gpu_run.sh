@@ -7,8 +7,9 @@
 #   (default: tests overlap hf bench)
 # Knobs (environment): BIN, OUT, TEST_FILTER, OVERLAP_TEST_FILTER, OVERLAP_PRESETS,
 # OVERLAP_BATCHES, OVERLAP_STREAMS, OVERLAP_ENVS, OVERLAP_FLAGS, TP_PRESETS, TP_SIZES, TP_BATCHES,
-# BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, PROFILE_BATCHES, AB_BINS, AB_ENVS, AB_PRESETS,
-# AB_BATCHES, AB_BACKEND, SOAK_*, SANITIZE_TOOLS, SANITIZE_FILTER, SANITIZE_LIMIT, TRACE_PRESETS.
+# TP_REDUCES, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, PROFILE_BATCHES, AB_BINS, AB_ENVS,
+# AB_PRESETS, AB_BATCHES, AB_BACKEND, SOAK_*, SANITIZE_TOOLS, SANITIZE_FILTER, SANITIZE_LIMIT,
+# TRACE_PRESETS.
 # `ab` benchmarks other builds (AB_BINS) or settings (AB_ENVS) beside this one. `tests` runs every
 # GPU test except the overlap executor's, which `overlap` runs under a time limit (a hang there
 # must not eat the device call) together with the overlap benchmark.
@@ -185,13 +186,19 @@ fi
 # present, the scaling table of the 8B presets.
 if want tp; then
   ngpu=$(nvidia-smi -L | grep -c "^GPU")
+  # TP_REDUCES="nccl peer": each reduction of the row-parallel outputs (bench --tp-reduce).
   for preset in ${TP_PRESETS:-llama3.1-8b qwen3-8b}; do
     for tp in ${TP_SIZES:-1 2 4 8}; do
       [ "$tp" -le "$ngpu" ] || continue
-      log "bench tensor parallel, tp $tp: $preset"
-      timeout -k 5 ${TP_LIMIT:-240} "$BIN/megaops" bench --preset "$preset" --tp "$tp" \
-        --batch ${TP_BATCHES:-1,32} --prompt 32 --gen 128 --repeats 3 --pdl both \
-        --json "$OUT/bench_tp${tp}_$preset.json" || status=1
+      for reduce in ${TP_REDUCES:-nccl}; do
+        [ "$reduce" = nccl ] || [ "$tp" -ge 2 ] || continue
+        suffix=""
+        [ "$reduce" = nccl ] || suffix="_$reduce"
+        log "bench tensor parallel, tp $tp, $reduce reduce: $preset"
+        timeout -k 5 ${TP_LIMIT:-240} "$BIN/megaops" bench --preset "$preset" --tp "$tp" \
+          --tp-reduce "$reduce" --batch ${TP_BATCHES:-1,32} --prompt 32 --gen 128 --repeats 3 \
+          --pdl both --json "$OUT/bench_tp${tp}${suffix}_$preset.json" || status=1
+      done
     done
   done
 fi

@@ -37,11 +37,19 @@ void add_tp_options(CLI::App& app, TpOptions& o) {
   app.add_option("--tp-rendezvous", o.rendezvous,
                  "file the ranks meet through (a shared filesystem spans hosts)");
   app.add_option("--tp-device", o.device, "GPU of this rank (default rank % GPUs)");
+  app.add_option("--tp-reduce", o.reduce,
+                 "how decode steps add the ranks' partial sums: nccl (all-reduce) or peer (one "
+                 "kernel reading the other GPUs' memory; ranks of one host)");
 }
 
 void validate_tp_options(const TpOptions& o) {
   if (o.tp < 1 || o.tp > 64)
     throw_input_error("--tp", "", "expected 1..64, found " + std::to_string(o.tp));
+  if (o.reduce != "nccl" && o.reduce != "peer")
+    throw_input_error("--tp-reduce", "", "expected nccl or peer, found '" + o.reduce + "'");
+  if (o.reduce == "peer" && o.tp < 2)
+    throw_input_error("--tp-reduce", "",
+                      "peer needs --tp 2 or more, found --tp " + std::to_string(o.tp));
 }
 
 TpRanks::TpRanks(TpOptions& o) {
@@ -125,6 +133,7 @@ void set_tp_options(ExecutorOptions& eo, const TpOptions& o, const TpComm* comm)
   eo.tp = o.tp;
   eo.tp_rank = o.rank;
   eo.tp_comm = comm->comm();
+  eo.tp_reduce = o.reduce == "peer" ? TpReduce::Peer : TpReduce::Nccl;
 }
 #endif
 

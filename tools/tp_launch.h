@@ -24,12 +24,13 @@ struct TpOptions {
   int rank = -1;  // -1: the process the user started (rank 0, starts the others)
   std::string job, rendezvous;
   int device = -1;
+  std::string reduce = "nccl";  // --tp-reduce: nccl | peer (ExecutorOptions::tp_reduce)
 };
 
 void add_tp_options(CLI::App& app, TpOptions& o);
 
-// InputError naming the flag: --tp outside 1..64. (TpRanks checks it too; the CPU oracle's path,
-// which starts no ranks, calls this.)
+// InputError naming the flag: --tp outside 1..64, --tp-reduce other than nccl / peer, peer at
+// --tp 1. (TpRanks checks them too; the CPU oracle's path, which starts no ranks, calls this.)
 void validate_tp_options(const TpOptions& o);
 
 // The command line of this process (main() records it), for starting the other ranks.

@@ -22,6 +22,7 @@
 #include "kernels/sampling.cuh"
 #include "kernels/silu_mul.cuh"
 #include "kernels/tile_gate.cuh"
+#include "kernels/tp_reduce.cuh"
 #include "models/checkpoint.h"
 #include "models/tensor_parallel.h"
 #include "runtime/conventional.h"
@@ -164,6 +165,19 @@ struct ConventionalExecutor::Impl {
   int vocab0 = 0, vocab_part = 0, vocab_pad = 0;
   float* logits_part = nullptr;  // [max_batch, vocab_pad]
   float* logits_all = nullptr;   // [tp, max_batch, vocab_pad]
+  // TpReduce::Peer (kernels/tp_reduce.cuh): one allocation with this rank's partial slots
+  // ([2 x layers][max_batch x hidden] floats, O then down of each layer) and their counters, which
+  // the other ranks map; their mappings; the decode step counter; a watchdog for the waits.
+  struct PeerReduce {
+    void* base = nullptr;
+    size_t slot_floats = 0, counters_offset = 0;
+    std::vector<char*> rank_base;  // every rank's allocation as seen here (own = base)
+    uint32_t* step = nullptr;
+    std::unique_ptr<WatchdogRecord> watchdog;
+    std::vector<std::string> site_names;
+    bool ready = false;  // set up on every rank: only then may the destructor wait for the peers
+  };
+  std::unique_ptr<PeerReduce> peer;
 
   bf16* embed = nullptr;
   bf16* final_norm = nullptr;
@@ -370,8 +384,13 @@ struct ConventionalExecutor::Impl {
         ap.launch = launch(pdl);
         check(launch_prefill_attention(ap), "prefill_attention");
       }
-      matmul(attn, L.wo, delta, DType::F32, t, h, qd, pdl, "o_proj");
-      all_reduce_delta(t, "o_proj all-reduce");
+      const bool by_peer = decode && peer != nullptr;
+      matmul(attn, L.wo, by_peer ? peer_slot(opt.tp_rank, 2 * l) : delta, DType::F32, t, h, qd, pdl,
+             "o_proj");
+      if (by_peer)
+        peer_reduce_delta(2 * l, t, pdl);
+      else
+        all_reduce_delta(t, "o_proj all-reduce");
       add_rmsnorm(delta, L.ln2, normed, t, pdl, "post_attention_layernorm");
       matmul(normed, L.wgu, gu, DType::F32, t, 2 * inter, h, pdl, "gate_up_proj");
       SiluMulParams sp;
@@ -381,8 +400,12 @@ struct ConventionalExecutor::Impl {
       sp.inter = inter;
       sp.launch = launch(pdl);
       check(launch_silu_mul(sp), "silu_mul");
-      matmul(act, L.wdown, delta, DType::F32, t, h, inter, pdl, "down_proj");
-      all_reduce_delta(t, "down_proj all-reduce");
+      matmul(act, L.wdown, by_peer ? peer_slot(opt.tp_rank, 2 * l + 1) : delta, DType::F32, t, h,
+             inter, pdl, "down_proj");
+      if (by_peer)
+        peer_reduce_delta(2 * l + 1, t, pdl);
+      else
+        all_reduce_delta(t, "down_proj all-reduce");
     }
     current_layer = -1;
   }
@@ -395,6 +418,33 @@ struct ConventionalExecutor::Impl {
                op);
     check(cudaGetLastError(), op);
   }
+
+  // TpReduce::Peer: rank r's partial slot `site` (2 x layer, + 1 for down_proj) and counter, as
+  // mapped in this process.
+  float* peer_slot(int r, int site) const {
+    return reinterpret_cast<float*>(peer->rank_base[r]) +
+           static_cast<size_t>(site) * peer->slot_floats;
+  }
+  uint32_t* peer_counter(int r, int site) const {
+    return reinterpret_cast<uint32_t*>(peer->rank_base[r] + peer->counters_offset) + site;
+  }
+  void peer_reduce_delta(int site, int t, bool pdl) {
+    PeerReduceParams p;
+    for (int r = 0; r < opt.tp; ++r) {
+      p.parts[r] = peer_slot(r, site);
+      p.counters[r] = peer_counter(r, site);
+    }
+    p.own_counter = peer_counter(opt.tp_rank, site);
+    p.step = peer->step;
+    p.out = delta;
+    p.ranks = opt.tp;
+    p.count = static_cast<int64_t>(t) * cfg.hidden_size;
+    p.watchdog = peer->watchdog->params();
+    p.site = static_cast<uint32_t>(site);
+    p.launch = launch(pdl);
+    check(launch_tp_peer_reduce(p), site % 2 == 0 ? "o_proj peer reduce" : "down_proj peer reduce");
+  }
+  void setup_peer_reduce();
 
   // The LM head: the whole vocabulary, or under tensor parallelism this rank's rows, gathered
   // from every rank ([tp, b, vocab_pad]) and copied into logits [b, vocab] rank by rank.
@@ -453,6 +503,7 @@ struct ConventionalExecutor::Impl {
   }
 
   void record_decode_step(int b, bool pdl) {
+    if (peer) check(launch_tp_step_advance(peer->step, launch(pdl)), "tp step advance");
     run_layers(b, dec_tokens, dec_pos, dec_slots, dec_ctx, /*decode=*/true, pdl);
     add_rmsnorm(delta, final_norm, normed, b, pdl, "final_norm");
     lm_head_and_sample(normed, b, pdl);
@@ -1142,6 +1193,73 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   // from construction when it is the configured backend, so the first step cannot hit a lazy
   // module load (DESIGN rule 1); a conventional executor sets it up only if switched later.
   if (opt.backend == DecodeBackend::Overlap) s.setup_overlap();
+  if (opt.tp_reduce == TpReduce::Peer) s.setup_peer_reduce();
+}
+
+// TpReduce::Peer: this rank's slots and counters in one cudaMalloc (an IPC handle covers a whole
+// allocation), the handles exchanged over the communicator (an NCCL all-gather of 64 bytes per
+// rank), the peers' allocations mapped here. IPC maps memory of GPUs of this host only.
+void ConventionalExecutor::Impl::setup_peer_reduce() {
+  if (comm == nullptr)
+    throw_input_error("executor", "tp_reduce", "peer needs a communicator (tp_comm)");
+  if (opt.tp > TP_PEER_MAX)
+    throw_input_error("executor", "tp_reduce",
+                      "peer reduces over at most " + std::to_string(TP_PEER_MAX) +
+                          " ranks of one host, found tp = " + std::to_string(opt.tp));
+  auto p = std::make_unique<PeerReduce>();
+  const size_t sites = 2 * static_cast<size_t>(cfg.num_layers);
+  p->slot_floats = static_cast<size_t>(opt.max_batch) * cfg.hidden_size;
+  p->counters_offset = (sites * p->slot_floats * sizeof(float) + 255) / 256 * 256;
+  const size_t bytes = p->counters_offset + sites * sizeof(uint32_t);
+  if (const cudaError_t err = cudaMalloc(&p->base, bytes); err != cudaSuccess)
+    throw DeviceError("tensor parallel peer reduce: cannot allocate " + std::to_string(bytes) +
+                      " bytes of partial slots: " + cudaGetErrorString(err));
+  peer = std::move(p);  // freed by ~Impl from here on, also if the rest throws
+  MEGAOPS_CUDA_CHECK(cudaMemset(peer->base, 0, bytes));
+  peer->step = mem.alloc_array<uint32_t>("tp decode step", 1);
+  MEGAOPS_CUDA_CHECK(cudaMemset(peer->step, 0, sizeof(uint32_t)));
+  // Ranks reach a step at host-dependent times (graph capture, printing), so the waits get 30 s
+  // unless MEGAOPS_WATCHDOG_MS says otherwise: a lost signal is still an error, not a hang.
+  peer->watchdog = std::make_unique<WatchdogRecord>(watchdog_timeout_ms_from_env(30000));
+  for (int l = 0; l < cfg.num_layers; ++l)
+    for (const char* op : {"o_proj", "down_proj"})
+      peer->site_names.push_back("layer " + std::to_string(l) + " " + op + " peer reduce");
+  peer->rank_base.assign(opt.tp, nullptr);
+  peer->rank_base[opt.tp_rank] = static_cast<char*>(peer->base);
+  if (opt.tp > 1) {
+    cudaIpcMemHandle_t own;
+    MEGAOPS_CUDA_CHECK(cudaIpcGetMemHandle(&own, peer->base));
+    const size_t hb = sizeof(cudaIpcMemHandle_t);
+    char* dev = nullptr;
+    MEGAOPS_CUDA_CHECK(cudaMalloc(&dev, hb * (opt.tp + 1)));
+    std::vector<char> all(hb * opt.tp);
+    const cudaError_t up = cudaMemcpy(dev + hb * opt.tp, &own, hb, cudaMemcpyHostToDevice);
+    const ncclResult_t nr = up == cudaSuccess ? nccl_api().all_gather(dev + hb * opt.tp, dev, hb,
+                                                                      ncclUint8, comm, stream)
+                                              : ncclSuccess;
+    const cudaError_t sync = up == cudaSuccess ? cudaStreamSynchronize(stream) : up;
+    const cudaError_t down = sync == cudaSuccess
+                                 ? cudaMemcpy(all.data(), dev, all.size(), cudaMemcpyDeviceToHost)
+                                 : sync;
+    cudaFree(dev);
+    nccl_check(nr, "peer reduce: exchanging IPC handles");
+    MEGAOPS_CUDA_CHECK(down);
+    for (int r = 0; r < opt.tp; ++r) {
+      if (r == opt.tp_rank) continue;
+      cudaIpcMemHandle_t h;
+      std::memcpy(&h, all.data() + hb * r, hb);
+      void* mapped = nullptr;
+      const cudaError_t err = cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess);
+      if (err != cudaSuccess)
+        throw DeviceError("tensor parallel peer reduce: cannot map rank " + std::to_string(r) +
+                          "'s memory (all ranks must be GPUs of one host with peer access; use "
+                          "the NCCL reduce otherwise): " +
+                          cudaGetErrorString(err));
+      peer->rank_base[r] = static_cast<char*>(mapped);
+    }
+  }
+  MEGAOPS_CUDA_CHECK(preload_tp_reduce_kernels());
+  peer->ready = true;
 }
 
 // Releases what the executor created. In Impl, not in ~ConventionalExecutor: when the constructor
@@ -1149,6 +1267,20 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
 // is destroyed, so the stream, events, graphs and the pinned token buffer made so far are freed
 // too (device buffers are freed by `mem` afterwards).
 ConventionalExecutor::Impl::~Impl() {
+  if (peer) {
+    // The peers may still read this rank's slots in their last reduce: an all-reduce of one float
+    // completes here only once every rank has reached it, i.e. finished its decode steps.
+    if (stream) cudaStreamSynchronize(stream);
+    // (Not after a failed set-up: the other ranks may never reach the barrier.)
+    if (peer->ready && comm != nullptr && opt.tp > 1 && delta != nullptr) {
+      nccl_api().all_reduce(delta, delta, 1, ncclFloat32, ncclSum, comm, stream);
+      cudaStreamSynchronize(stream);
+    }
+    for (int r = 0; r < static_cast<int>(peer->rank_base.size()); ++r)
+      if (r != opt.tp_rank && peer->rank_base[r] != nullptr)
+        cudaIpcCloseMemHandle(peer->rank_base[r]);
+    cudaFree(peer->base);
+  }
   for (cudaEvent_t e : prof_events) cudaEventDestroy(e);
   for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
   if (stream) {
@@ -1355,14 +1487,20 @@ std::vector<int> ConventionalExecutor::decode_step(const std::vector<int>* force
                                     cudaMemcpyDeviceToHost, s.stream));
     s.overlap_check(cudaStreamSynchronize(s.stream));
   } else {
+    // Under TpReduce::Peer a hung wait traps; its watchdog record names the site.
+    auto checked = [&s](cudaError_t err) {
+      if (err == cudaSuccess) return;
+      if (s.peer) s.peer->watchdog->check(err, s.peer->site_names);
+      MEGAOPS_CUDA_CHECK(err);
+    };
     if (s.opt.debug_sync) {
       s.record_decode_step(s.batch, s.opt.pdl);  // eager, checked op by op
     } else {
-      MEGAOPS_CUDA_CHECK(cudaGraphLaunch(s.graph_for(s.batch, s.opt.pdl), s.stream));
+      checked(cudaGraphLaunch(s.graph_for(s.batch, s.opt.pdl), s.stream));
     }
-    MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(s.host_tokens, s.dec_tokens, s.batch * 4,
-                                       cudaMemcpyDeviceToHost, s.stream));
-    MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    checked(cudaMemcpyAsync(s.host_tokens, s.dec_tokens, s.batch * 4, cudaMemcpyDeviceToHost,
+                            s.stream));
+    checked(cudaStreamSynchronize(s.stream));
   }
   for (int b = 0; b < s.batch; ++b) ++s.host_pos[b];
   return std::vector<int>(s.host_tokens, s.host_tokens + s.batch);

@@ -37,6 +37,8 @@ const char* backend_name(DecodeBackend b);
 // "conventional" or "overlap"; throws InputError naming `option` otherwise.
 DecodeBackend parse_backend(const std::string& text, const std::string& option);
 
+enum class TpReduce { Nccl, Peer };
+
 struct ExecutorOptions {
   int max_batch = 1;         // sequences decoded together (1..64)
   int max_seq = 2048;        // positions per sequence (prompt + generated)
@@ -55,6 +57,11 @@ struct ExecutorOptions {
   int tp = 1;
   int tp_rank = 0;
   void* tp_comm = nullptr;
+  // How decode steps add the O and down projections' partial outputs over the ranks: NCCL
+  // all-reduce, or Peer: each rank reads the others' partials through peer memory (CUDA IPC,
+  // all ranks on one host, at most TP_PEER_MAX) in one kernel that waits on their tile counters
+  // (kernels/tp_reduce.cuh). Prefill always uses NCCL.
+  TpReduce tp_reduce = TpReduce::Nccl;
 
   DecodeBackend backend = DecodeBackend::Conventional;
   int overlap_streams = 3;  // W: live kernels at most (1..8)

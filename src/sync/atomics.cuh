@@ -116,6 +116,24 @@ __device__ __forceinline__ void st_release_sys(uint32_t* p, uint32_t v) {
   asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// ---- sys scope between GPUs: counters another GPU reads or writes through peer memory ----
+// (tensor parallelism, kernels/tp_reduce.cuh). Global addressing: device memory of this GPU or of
+// a peer mapped into this process (CUDA IPC).
+
+// Acquire load at system scope: after it reads a count, this thread's later loads see every write
+// the signalling GPU published with its release (red_add_release_sys).
+__device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Release add at system scope: publishes this thread's earlier writes (and, cumulatively, what it
+// has observed) to any GPU that acquires the counter.
+__device__ __forceinline__ void red_add_release_sys(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 // Sequentially consistent fence at system scope (membar.sys): prior writes are performed for the
 // whole system, host included, before anything after it, in particular before a __trap() tears the
 // context down.

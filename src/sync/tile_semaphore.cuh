@@ -132,16 +132,27 @@ inline __device__ __noinline__ void watchdog_trip(DeviceErrorRecord* record, uin
 // watchdog: past wd.timeout_ns (0 = unbounded) it writes the error record and traps. Call from ONE
 // thread (or use tile_wait_cta). Returns true when it had to wait (a stall), false when the tile
 // was ready at the first read; the fast path reads no timer.
+// kSys: the counter lives on (or is signalled by) another GPU, so the acquire is at system scope
+// (tile_wait_sys).
+template <bool kSys = false>
+__device__ __forceinline__ uint32_t ld_acquire_scoped(const uint32_t* p) {
+  if constexpr (kSys)
+    return ld_acquire_sys(p);
+  else
+    return ld_acquire_gpu(p);
+}
+
+template <bool kSys = false>
 __device__ __forceinline__ bool tile_wait(const uint32_t* counter, uint32_t target,
                                           const WaitSite& site, const WatchdogParams& wd) {
-  uint32_t observed = ld_acquire_gpu(counter);
+  uint32_t observed = ld_acquire_scoped<kSys>(counter);
   if (tile_count_reached(observed, target)) return false;
   const uint64_t start = wd.timeout_ns != 0 ? globaltimer_ns() : 0;
   const uint32_t cap = wd.sleep_max_ns;
   uint32_t sleep = TILE_WAIT_SLEEP_MIN_NS < cap ? TILE_WAIT_SLEEP_MIN_NS : cap;
   for (;;) {
     if (sleep != 0) sleep_ns(sleep);
-    observed = ld_acquire_gpu(counter);
+    observed = ld_acquire_scoped<kSys>(counter);
     if (tile_count_reached(observed, target)) return true;
     sleep = sleep * 2 < cap ? sleep * 2 : cap;
     if (wd.timeout_ns != 0) {
@@ -150,6 +161,12 @@ __device__ __forceinline__ bool tile_wait(const uint32_t* counter, uint32_t targ
         detail::watchdog_trip(wd.record, wd.claim, site.op, site.tile, target, observed, elapsed);
     }
   }
+}
+
+// A wait on a counter another GPU signals (peer memory, or this GPU's memory written by a peer).
+__device__ __forceinline__ bool tile_wait_sys(const uint32_t* counter, uint32_t target,
+                                              const WaitSite& site, const WatchdogParams& wd) {
+  return tile_wait<true>(counter, target, site, wd);
 }
 
 // CTA-wide wait: thread 0 waits (acquire), then the barrier hands its view to every thread. Must be

@@ -87,6 +87,8 @@ TEST(Cli, GenerateTensorParallelOnTheCpuOracle) {
   expect_one_line_error(run_cli(args + " --tp 4"), "num_key_value_heads");
   expect_one_line_error(run_cli(args + " --tp 2 --tp-rank 1"), "--tp-rank");
   expect_one_line_error(run_cli(args + " --tp 0"), "--tp: expected 1..64");
+  expect_one_line_error(run_cli(args + " --tp 2 --tp-reduce bogus"), "--tp-reduce");
+  expect_one_line_error(run_cli(args + " --tp-reduce peer"), "--tp 2 or more");
 }
 
 TEST(Cli, MissingModelDirectory) {
