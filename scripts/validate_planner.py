@@ -75,17 +75,20 @@ def cmd_measure(args):
             continue
         with open(case["pool"]) as f:
             pool = json.load(f)
-        for entry in pool:
-            out = os.path.join(args.out, f"{case['case']}_rank{entry['rank']}.json")
-            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as plan_file:
-                json.dump(entry["plan"], plan_file)
-            try:
-                subprocess.run([args.megaops, "bench", "--plan", plan_file.name, "--pdl", "off",
-                                "--prompt", "32", "--gen", str(args.gen), "--repeats",
-                                str(args.repeats), "--json", out], check=True,
-                               stdout=subprocess.DEVNULL)
-            finally:
-                os.unlink(plan_file.name)
+        # One bench process per case: the model loads once and every candidate of the pool runs
+        # on that executor; bench writes <out>/<case>_rank<r>.json, named after each plan file.
+        with tempfile.TemporaryDirectory() as plans:
+            cmd = [args.megaops, "bench", "--pdl", "off", "--prompt", "32", "--gen", str(args.gen),
+                   "--repeats", str(args.repeats), "--json", args.out]
+            for entry in pool:
+                path = os.path.join(plans, f"{case['case']}_rank{entry['rank']}.json")
+                with open(path, "w") as plan_file:
+                    json.dump(entry["plan"], plan_file)
+                cmd += ["--plan", path]
+            if len(pool) == 1:  # one plan: --json names the file
+                cmd[cmd.index("--json") + 1] = os.path.join(
+                    args.out, f"{case['case']}_rank{pool[0]['rank']}.json")
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
 def measured_us(bench_json, objective):

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -32,18 +33,24 @@ namespace {
 
 struct BenchOpts {
   TpOptions tp;  // --tp and the options of joining a tensor-parallel job
-  std::string model, preset, batches, pdl = "both", backend = "conventional", json_out, git_sha,
-                                      plan;
-  double plan_predicted_us = -1;  // from --plan, recorded beside the measurement
+  std::string model, preset, batches, pdl = "both", backend = "conventional", json_out, git_sha;
+  std::vector<std::string> plans;  // --plan, repeatable
   int prompt = 32, gen = 128, repeats = 3, overlap_streams = 3, overlap_vendor_chunks = 1;
   bool overlap_v0 = false;
   uint64_t seed = 0;
-  // From --plan: the overlap step's regions (first op by executor name, serial or overlapped).
+  // The overlap step's regions (first op by executor name, serial or overlapped).
   struct Region {
     std::string first_op;
     bool serial = false;
   };
-  std::vector<Region> regions;
+  // One --plan, read: its regions (empty: all conventional), backend and prediction.
+  struct Plan {
+    std::string path;
+    std::vector<Region> regions;
+    std::string backend = "conventional";
+    double predicted_us = -1;
+  };
+  std::vector<Plan> plan_runs;
 };
 
 #ifdef MEGAOPS_HAVE_CUDA
@@ -76,14 +83,7 @@ int run(const BenchOpts& o) {
   } else {
     throw_input_error("--pdl", "", "expected off, on or both, found '" + o.pdl + "'");
   }
-  // Rows: every PDL mode for the conventional backend; one row (PDL off, which the overlap step
-  // ignores anyway) for the overlap backend.
-  std::vector<std::pair<DecodeBackend, bool>> modes;
-  if (o.backend == "conventional" || o.backend == "both")
-    for (bool pdl : pdl_modes) modes.push_back({DecodeBackend::Conventional, pdl});
-  if (o.backend == "overlap" || o.backend == "both")
-    modes.push_back({DecodeBackend::Overlap, false});
-  if (modes.empty())
+  if (o.backend != "conventional" && o.backend != "overlap" && o.backend != "both")
     throw_input_error("--backend", "",
                       "expected conventional, overlap or both, found '" + o.backend + "'");
   if (o.overlap_streams < 1 || o.overlap_streams > 8)
@@ -92,8 +92,6 @@ int run(const BenchOpts& o) {
   if (o.overlap_vendor_chunks < 1 || o.overlap_vendor_chunks > 64)
     throw_input_error("--overlap-vendor-chunks", "",
                       "expected 1..64, found " + std::to_string(o.overlap_vendor_chunks));
-  // The default output (conventional only) keeps its historical columns.
-  const bool show_backend = o.backend != "conventional";
   // Tensor parallelism (--tp): this rank's GPU and communicator; only rank 0 prints and writes.
   const bool lead = o.tp.rank <= 0;
   const std::unique_ptr<TpComm> comm = open_tp_comm(o.tp);
@@ -119,99 +117,128 @@ int run(const BenchOpts& o) {
   eo.overlap_streams = o.overlap_streams;
   eo.overlap_conventional_arithmetic = !o.overlap_v0;
   eo.overlap_vendor_chunks = o.overlap_vendor_chunks;
-  for (const BenchOpts::Region& r : o.regions) eo.overlap_regions.push_back({r.first_op, r.serial});
   ConventionalExecutor ex(cfg, src.weights, eo,
                           [&](size_t d, size_t t) { print_progress("loading " + src.name, d, t); });
   const double floor_ms = ex.weight_bytes() / (ceiling_gbps * 1e9) * 1e3;
 
-  nlohmann::json rows = nlohmann::json::array();
-  if (lead && show_backend) std::printf("%-12s ", "backend");
-  if (lead)
-    std::printf("%-14s %5s %4s %22s %10s %9s %8s %7s %9s\n", "model", "batch", "pdl",
-                "ms/token med [min,max]", "tok/s", "TTFT ms", "GB/s", "%ceil", "floor ms");
-  for (int b : batches) {
-    const std::vector<std::vector<int>> prompts = make_prompts(cfg, b, o.prompt, o.seed);
-    for (const auto& [backend, pdl] : modes) {
-      ex.set_backend(backend);
-      ex.set_pdl(pdl);
-      std::vector<double> step_ms, ttft_ms;
-      double gbps_sum = 0;
-      for (int r = 0; r <= o.repeats && !g_interrupted; ++r) {  // r == 0 warms up and captures
-        const auto t0 = std::chrono::steady_clock::now();
-        ex.prefill(prompts);
-        const auto t1 = std::chrono::steady_clock::now();
-        size_t kv_bytes = 0;
-        for (int g = 1; g < o.gen; ++g) {
-          kv_bytes += ex.kv_bytes_read();
-          ex.decode_step();
-        }
-        const auto t2 = std::chrono::steady_clock::now();
-        if (r == 0) continue;
-        const double dec_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
-        const double per_step = dec_ms / (o.gen - 1);
-        step_ms.push_back(per_step);
-        ttft_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-        const double bytes = static_cast<double>(ex.weight_bytes()) * (o.gen - 1) + kv_bytes;
-        gbps_sum += bytes / (dec_ms * 1e-3) / 1e9;
-      }
-      if (g_interrupted) return 130;
-      const double med = median(step_ms);
-      const double gbps = gbps_sum / step_ms.size();
-      const double lo = *std::min_element(step_ms.begin(), step_ms.end());
-      const double hi = *std::max_element(step_ms.begin(), step_ms.end());
-      char range[64];
-      std::snprintf(range, sizeof(range), "%.4f [%.4f,%.4f]", med, lo, hi);
-      if (lead) {
-        if (show_backend) std::printf("%-12s ", backend_name(backend));
-        std::printf("%-14s %5d %4s %22s %10.1f %9.3f %8.1f %6.1f%% %9.4f\n", src.name.c_str(), b,
-                    pdl ? "on" : "off", range, b * 1e3 / med, median(ttft_ms), gbps,
-                    100.0 * gbps / ceiling_gbps, floor_ms);
-        std::fflush(stdout);
-      }
-      rows.push_back({{"batch", b},
-                      {"pdl", pdl},
-                      {"executor", backend_name(backend)},
-                      {"ms_per_token_median", med},
-                      {"ms_per_token_min", lo},
-                      {"ms_per_token_max", hi},
-                      {"ms_per_token_all", step_ms},
-                      {"tokens_per_s", b * 1e3 / med},
-                      {"ttft_ms_median", median(ttft_ms)},
-                      {"achieved_gbps", gbps},
-                      {"pct_of_hbm_read_ceiling", 100.0 * gbps / ceiling_gbps}});
-    }
+  // Without --plan one run of the command line's backend; with plans one run each, on this one
+  // executor (the weights load once; the regions and backend change between runs).
+  std::vector<BenchOpts::Plan> runs = o.plan_runs;
+  if (runs.empty()) runs.push_back({"", {}, o.backend, -1});
+  if (runs.size() > 1 && lead && !o.json_out.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.json_out, ec);
+    if (ec)
+      throw_input_error("--json", "", "cannot create folder " + o.json_out + ": " + ec.message());
   }
-  if (lead && !o.json_out.empty()) {
-    nlohmann::json j = {{"git_sha", o.git_sha},
-                        {"tp", o.tp.tp},
-                        {"date_utc", utc_now()},
-                        {"gpu", prop.name},
-                        {"sm_count", prop.multiProcessorCount},
-                        {"model", src.name},
-                        {"prompt_tokens", o.prompt},
-                        {"new_tokens", o.gen},
-                        {"repeats", o.repeats},
-                        {"overlap_streams", o.overlap_streams},
-                        {"overlap_arithmetic", o.overlap_v0 ? "v0" : "conventional"},
-                        {"overlap_vendor_chunks", o.overlap_vendor_chunks},
-                        {"overlap_regions",
-                         [&] {
-                           nlohmann::json a = nlohmann::json::array();
-                           for (const BenchOpts::Region& r : o.regions)
-                             a.push_back({{"first_op", r.first_op}, {"serial", r.serial}});
-                           return a;
-                         }()},
-                        {"weight_bytes", ex.weight_bytes()},
-                        {"hbm_read_ceiling_gbps", ceiling_gbps},
-                        {"bandwidth_floor_ms", floor_ms},
-                        {"results", rows}};
-    if (!o.plan.empty()) {
-      j["plan"] = o.plan;
-      j["plan_predicted_us"] = o.plan_predicted_us;
+  for (const BenchOpts::Plan& plan : runs) {
+    std::vector<ExecutorOptions::OverlapRegion> regions;
+    for (const BenchOpts::Region& r : plan.regions) regions.push_back({r.first_op, r.serial});
+    ex.set_overlap_regions(regions);
+    // Rows: every PDL mode for the conventional backend; one row (PDL off, which the overlap
+    // step ignores anyway) for the overlap backend. The default output (conventional only) keeps
+    // its historical columns.
+    std::vector<std::pair<DecodeBackend, bool>> modes;
+    if (plan.backend == "conventional" || plan.backend == "both")
+      for (bool pdl : pdl_modes) modes.push_back({DecodeBackend::Conventional, pdl});
+    if (plan.backend == "overlap" || plan.backend == "both")
+      modes.push_back({DecodeBackend::Overlap, false});
+    const bool show_backend = plan.backend != "conventional";
+    if (lead && runs.size() > 1) std::printf("plan %s\n", plan.path.c_str());
+    nlohmann::json rows = nlohmann::json::array();
+    if (lead && show_backend) std::printf("%-12s ", "backend");
+    if (lead)
+      std::printf("%-14s %5s %4s %22s %10s %9s %8s %7s %9s\n", "model", "batch", "pdl",
+                  "ms/token med [min,max]", "tok/s", "TTFT ms", "GB/s", "%ceil", "floor ms");
+    for (int b : batches) {
+      const std::vector<std::vector<int>> prompts = make_prompts(cfg, b, o.prompt, o.seed);
+      for (const auto& [backend, pdl] : modes) {
+        ex.set_backend(backend);
+        ex.set_pdl(pdl);
+        std::vector<double> step_ms, ttft_ms;
+        double gbps_sum = 0;
+        for (int r = 0; r <= o.repeats && !g_interrupted; ++r) {  // r == 0 warms up and captures
+          const auto t0 = std::chrono::steady_clock::now();
+          ex.prefill(prompts);
+          const auto t1 = std::chrono::steady_clock::now();
+          size_t kv_bytes = 0;
+          for (int g = 1; g < o.gen; ++g) {
+            kv_bytes += ex.kv_bytes_read();
+            ex.decode_step();
+          }
+          const auto t2 = std::chrono::steady_clock::now();
+          if (r == 0) continue;
+          const double dec_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+          const double per_step = dec_ms / (o.gen - 1);
+          step_ms.push_back(per_step);
+          ttft_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+          const double bytes = static_cast<double>(ex.weight_bytes()) * (o.gen - 1) + kv_bytes;
+          gbps_sum += bytes / (dec_ms * 1e-3) / 1e9;
+        }
+        if (g_interrupted) return 130;
+        const double med = median(step_ms);
+        const double gbps = gbps_sum / step_ms.size();
+        const double lo = *std::min_element(step_ms.begin(), step_ms.end());
+        const double hi = *std::max_element(step_ms.begin(), step_ms.end());
+        char range[64];
+        std::snprintf(range, sizeof(range), "%.4f [%.4f,%.4f]", med, lo, hi);
+        if (lead) {
+          if (show_backend) std::printf("%-12s ", backend_name(backend));
+          std::printf("%-14s %5d %4s %22s %10.1f %9.3f %8.1f %6.1f%% %9.4f\n", src.name.c_str(), b,
+                      pdl ? "on" : "off", range, b * 1e3 / med, median(ttft_ms), gbps,
+                      100.0 * gbps / ceiling_gbps, floor_ms);
+          std::fflush(stdout);
+        }
+        rows.push_back({{"batch", b},
+                        {"pdl", pdl},
+                        {"executor", backend_name(backend)},
+                        {"ms_per_token_median", med},
+                        {"ms_per_token_min", lo},
+                        {"ms_per_token_max", hi},
+                        {"ms_per_token_all", step_ms},
+                        {"tokens_per_s", b * 1e3 / med},
+                        {"ttft_ms_median", median(ttft_ms)},
+                        {"achieved_gbps", gbps},
+                        {"pct_of_hbm_read_ceiling", 100.0 * gbps / ceiling_gbps}});
+      }
     }
-    std::ofstream f(o.json_out);
-    if (!f) throw Error("cannot write " + o.json_out);
-    f << j.dump(2) << "\n";
+    if (lead && !o.json_out.empty()) {
+      nlohmann::json j = {{"git_sha", o.git_sha},
+                          {"tp", o.tp.tp},
+                          {"date_utc", utc_now()},
+                          {"gpu", prop.name},
+                          {"sm_count", prop.multiProcessorCount},
+                          {"model", src.name},
+                          {"prompt_tokens", o.prompt},
+                          {"new_tokens", o.gen},
+                          {"repeats", o.repeats},
+                          {"overlap_streams", o.overlap_streams},
+                          {"overlap_arithmetic", o.overlap_v0 ? "v0" : "conventional"},
+                          {"overlap_vendor_chunks", o.overlap_vendor_chunks},
+                          {"overlap_regions",
+                           [&] {
+                             nlohmann::json a = nlohmann::json::array();
+                             for (const BenchOpts::Region& r : plan.regions)
+                               a.push_back({{"first_op", r.first_op}, {"serial", r.serial}});
+                             return a;
+                           }()},
+                          {"weight_bytes", ex.weight_bytes()},
+                          {"hbm_read_ceiling_gbps", ceiling_gbps},
+                          {"bandwidth_floor_ms", floor_ms},
+                          {"results", rows}};
+      std::string out = o.json_out;
+      if (!plan.path.empty()) {
+        j["plan"] = plan.path;
+        j["plan_predicted_us"] = plan.predicted_us;
+        // Several plans: --json names a folder, one file per plan, named after the plan's file.
+        if (runs.size() > 1)
+          out = (std::filesystem::path(o.json_out) / std::filesystem::path(plan.path).filename())
+                    .string();
+      }
+      std::ofstream f(out);
+      if (!f) throw Error("cannot write " + out);
+      f << j.dump(2) << "\n";
+    }
   }
   return 0;
 }
@@ -232,66 +259,82 @@ static std::string executor_op_name(const std::string& planner_name, int layer) 
 // (ExecutorOptions::overlap_regions); the CTA budgets come from the executor's occupancy rule,
 // not from the plan. Anything else is an input error naming the field, so a validation run never
 // silently measures something other than the plan.
-static void apply_plan(BenchOpts& o) {
-  const std::string text = read_text_file(o.plan);
+static void apply_plan(BenchOpts& o, const std::string& path) {
+  const std::string text = read_text_file(path);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw_input_error(o.plan, "", std::string("not valid JSON: ") + e.what());
+    throw_input_error(path, "", std::string("not valid JSON: ") + e.what());
   }
-  if (!j.is_object()) throw_input_error(o.plan, "", "expected a JSON object");
+  if (!j.is_object()) throw_input_error(path, "", "expected a JSON object");
   auto field = [&](const char* name) -> const nlohmann::json& {
-    if (!j.contains(name)) throw_input_error(o.plan, name, "missing");
+    if (!j.contains(name)) throw_input_error(path, name, "missing");
     return j[name];
   };
   const nlohmann::json& policy = field("policy");
   if (!policy.is_string() || policy.get<std::string>() != "serial")
     throw_input_error(
-        o.plan, "policy",
+        path, "policy",
         "only 'serial' runs today (barriers between regions), found " + policy.dump());
   const nlohmann::json& regions = field("regions");
   if (!regions.is_array() || regions.empty())
-    throw_input_error(o.plan, "regions", "expected a non-empty array");
+    throw_input_error(path, "regions", "expected a non-empty array");
   const bool decode = !j.contains("objective") || j["objective"] == "step";
   bool any_overlap = false;
   std::vector<BenchOpts::Region> parsed;
   for (size_t i = 0; i < regions.size(); ++i) {
     const std::string at = "regions[" + std::to_string(i) + "]";
     const nlohmann::json& reg = regions[i];
-    if (!reg.is_object()) throw_input_error(o.plan, at, "expected an object");
+    if (!reg.is_object()) throw_input_error(path, at, "expected an object");
     const nlohmann::json b = reg.contains("backend") ? reg["backend"] : nlohmann::json();
     const std::string backend = b.is_string() ? b.get<std::string>() : "";
     if (backend != "conventional" && (backend != "overlap" || !decode))
-      throw_input_error(o.plan, at + ".backend",
+      throw_input_error(path, at + ".backend",
                         std::string("expected 'conventional'") +
                             (decode ? " or 'overlap'" : " (the overlap step is decode only)") +
                             ", found " + b.dump());
     if (!reg.contains("first_op") || !reg["first_op"].is_string())
-      throw_input_error(o.plan, at + ".first_op", "expected an op name");
+      throw_input_error(path, at + ".first_op", "expected an op name");
     if (!reg.contains("first_layer") || !reg["first_layer"].is_number_integer())
-      throw_input_error(o.plan, at + ".first_layer", "expected an integer");
+      throw_input_error(path, at + ".first_layer", "expected an integer");
     any_overlap |= backend == "overlap";
     parsed.push_back(
         {executor_op_name(reg["first_op"].get<std::string>(), reg["first_layer"].get<int>()),
          backend == "conventional"});
   }
+  BenchOpts::Plan plan;
+  plan.path = path;
   if (any_overlap) {
-    o.regions = parsed;
-    if (o.backend == "conventional") o.backend = "overlap";
+    plan.regions = parsed;
+    plan.backend = "overlap";
+  } else {
+    plan.backend = "conventional";
   }
   const nlohmann::json& model = field("model");
   const nlohmann::json& batch = field("batch");
-  if (!model.is_string()) throw_input_error(o.plan, "model", "expected a string");
-  if (!batch.is_number_integer()) throw_input_error(o.plan, "batch", "expected an integer");
+  if (!model.is_string()) throw_input_error(path, "model", "expected a string");
+  if (!batch.is_number_integer()) throw_input_error(path, "batch", "expected an integer");
   if (o.model.empty() && o.preset.empty()) {
     const std::string m = model.get<std::string>();
     const std::vector<std::string> presets = preset_names();
     (std::find(presets.begin(), presets.end(), m) != presets.end() ? o.preset : o.model) = m;
+  } else if (!o.plan_runs.empty() &&
+             model.get<std::string>() != (o.preset.empty() ? o.model : o.preset)) {
+    // Several plans run on one executor: they must be of one model.
+    throw_input_error(path, "model",
+                      "expected '" + (o.preset.empty() ? o.model : o.preset) +
+                          "' (the first plan's), found '" + model.get<std::string>() + "'");
   }
-  if (o.batches.empty()) o.batches = std::to_string(batch.get<int>());
+  const std::string b = std::to_string(batch.get<int>());
+  if (o.batches.empty()) {
+    o.batches = b;
+  } else if (!o.plan_runs.empty() && o.batches != b) {
+    throw_input_error(path, "batch", "expected " + o.batches + " (the first plan's), found " + b);
+  }
   if (j.contains("predicted_us") && j["predicted_us"].is_number())
-    o.plan_predicted_us = j["predicted_us"].get<double>();
+    plan.predicted_us = j["predicted_us"].get<double>();
+  o.plan_runs.push_back(plan);
 }
 
 Runner add_bench(CLI::App& app) {
@@ -315,10 +358,13 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--seed", o->seed, "seed of the random weights and prompts");
   app.add_option("--json", o->json_out, "write results as JSON here");
   app.add_option("--git-sha", o->git_sha, "recorded in the JSON (default $MEGAOPS_GIT_SHA)");
-  app.add_option("--plan", o->plan, "run the composition in this plan (from `megaops plan --out`)");
+  app.add_option("--plan", o->plans,
+                 "run the composition in this plan (from `megaops plan --out`); repeatable: the "
+                 "plans (one model and batch) run one after another on one executor, and --json "
+                 "names a folder that gets one file per plan, named like the plan's file");
   add_tp_options(app, o->tp);
   return [o]() -> int {
-    if (!o->plan.empty()) apply_plan(*o);
+    for (const std::string& p : o->plans) apply_plan(*o, p);
     if (o->batches.empty()) o->batches = "1";
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");

@@ -543,6 +543,7 @@ struct ConventionalExecutor::Impl {
   // ---- overlap backend (docs/overlap-design.md) ----
 
   void setup_overlap();
+  void apply_overlap_regions(OverlapState& st) const;
   std::vector<OverlapOp> build_overlap_ops(int b);
   void choose_overlap_budgets(std::vector<OverlapOp>& ops) const;
   void record_overlap_step(int b);
@@ -600,31 +601,7 @@ void ConventionalExecutor::Impl::setup_overlap() {
   for (const char* op : {"final_norm", "lm_head", "sample", "step_advance"})
     st->op_names.push_back(op);
 
-  // Regions: validated against the op names (one error line naming the field).
-  st->region_of.assign(st->op_names.size(), 0);
-  st->region_serial.assign(1, 0);
-  if (!opt.overlap_regions.empty()) {
-    st->region_serial.clear();
-    size_t prev = 0;
-    for (size_t r = 0; r < opt.overlap_regions.size(); ++r) {
-      const std::string field = "overlap_regions[" + std::to_string(r) + "].first_op";
-      const std::string& name = opt.overlap_regions[r].first_op;
-      const auto at = std::find(st->op_names.begin(), st->op_names.end() - 1, name);
-      if (at == st->op_names.end() - 1)
-        throw_input_error("executor", field, "no overlap op named '" + name + "'");
-      const size_t k = static_cast<size_t>(at - st->op_names.begin());
-      if (r == 0 && k != 0)
-        throw_input_error("executor", field,
-                          "expected 'embedding' (the first op), found '" + name + "'");
-      if (r > 0 && k <= prev)
-        throw_input_error(
-            "executor", field,
-            "expected an op after '" + st->op_names[prev] + "', found '" + name + "'");
-      for (size_t i = k; i < st->op_names.size(); ++i) st->region_of[i] = static_cast<int>(r);
-      st->region_serial.push_back(opt.overlap_regions[r].serial ? 1 : 0);
-      prev = k;
-    }
-  }
+  apply_overlap_regions(*st);
 
   const size_t n_ops = st->op_names.size();
   st->counters = mem.alloc_array<uint32_t>("overlap tile counters", n_ops);
@@ -668,6 +645,36 @@ void ConventionalExecutor::Impl::setup_overlap() {
     MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());
   }
   ovl = std::move(st);
+}
+
+// ExecutorOptions::overlap_regions onto the op names: region_of and region_serial, validated
+// against the names (one error line naming the field) before anything changes.
+void ConventionalExecutor::Impl::apply_overlap_regions(OverlapState& st) const {
+  std::vector<int> region_of(st.op_names.size(), 0);
+  std::vector<char> region_serial(1, 0);
+  if (!opt.overlap_regions.empty()) {
+    region_serial.clear();
+    size_t prev = 0;
+    for (size_t r = 0; r < opt.overlap_regions.size(); ++r) {
+      const std::string field = "overlap_regions[" + std::to_string(r) + "].first_op";
+      const std::string& name = opt.overlap_regions[r].first_op;
+      const auto at = std::find(st.op_names.begin(), st.op_names.end() - 1, name);
+      if (at == st.op_names.end() - 1)
+        throw_input_error("executor", field, "no overlap op named '" + name + "'");
+      const size_t k = static_cast<size_t>(at - st.op_names.begin());
+      if (r == 0 && k != 0)
+        throw_input_error("executor", field,
+                          "expected 'embedding' (the first op), found '" + name + "'");
+      if (r > 0 && k <= prev)
+        throw_input_error("executor", field,
+                          "expected an op after '" + st.op_names[prev] + "', found '" + name + "'");
+      for (size_t i = k; i < st.op_names.size(); ++i) region_of[i] = static_cast<int>(r);
+      region_serial.push_back(opt.overlap_regions[r].serial ? 1 : 0);
+      prev = k;
+    }
+  }
+  st.region_of = std::move(region_of);
+  st.region_serial = std::move(region_serial);
 }
 
 // The ops of one overlap decode step for batch b, in dependency order. The step is a chain: op k
@@ -1324,6 +1331,22 @@ void ConventionalExecutor::set_overlap_delay(uint32_t max_ns, uint64_t seed) {
   impl_->opt.overlap_delay_seed = seed;
   // Delays are baked into the captured kernel parameters.
   impl_->drop_overlap_graphs();
+}
+void ConventionalExecutor::set_overlap_regions(
+    const std::vector<ExecutorOptions::OverlapRegion>& regions) {
+  Impl& s = *impl_;
+  const std::vector<ExecutorOptions::OverlapRegion> before = s.opt.overlap_regions;
+  s.opt.overlap_regions = regions;
+  if (!s.ovl) return;  // applied (and validated) when the overlap state is set up
+  try {
+    s.apply_overlap_regions(*s.ovl);
+  } catch (...) {
+    s.opt.overlap_regions = before;
+    throw;
+  }
+  // The op lists (budgets, segments) and the captured steps follow the regions.
+  s.ovl->plans.clear();
+  s.drop_overlap_graphs();
 }
 std::vector<std::string> ConventionalExecutor::overlap_op_names() const {
   impl_->setup_overlap();

@@ -149,6 +149,9 @@ class ConventionalExecutor {
   void set_backend(DecodeBackend backend);
   // Changes the injected overlap delays (tests); drops the cached overlap graphs.
   void set_overlap_delay(uint32_t max_ns, uint64_t seed);
+  // Replaces ExecutorOptions::overlap_regions for later overlap steps (a plan after another, on
+  // one executor: bench --plan A --plan B); InputError naming the field leaves them unchanged.
+  void set_overlap_regions(const std::vector<ExecutorOptions::OverlapRegion>& regions);
   // Names of the overlap step's ops, indexed by op id (what the watchdog reports).
   std::vector<std::string> overlap_op_names() const;
 

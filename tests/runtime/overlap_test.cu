@@ -512,6 +512,23 @@ TEST(Overlap, RegionsMatchConventional) {
   for (size_t k = 0; k + 1 < names.size(); ++k) o.overlap_regions.push_back({names[k], true});
   ConventionalExecutor serial(cfg, random_filler(seed), o);
   expect_same(ref, run_steps(serial, prompts, 20, true), "all serial", true);
+
+  // One executor, the regions changed between generations (bench --plan A --plan B): each set
+  // gives the conventional bits; a bad set is refused and the one before stays in force.
+  ConventionalExecutor one(cfg, random_filler(seed), options(3, 64, DecodeBackend::Overlap));
+  expect_same(ref, run_steps(one, prompts, 20, true), "switch: none", true);
+  one.set_overlap_regions(regions);
+  expect_same(ref, run_steps(one, prompts, 20, true), "switch: regions", true);
+  one.set_overlap_regions(o.overlap_regions);
+  expect_same(ref, run_steps(one, prompts, 20, true), "switch: all serial", true);
+  testing::expect_input_error(
+      [&] {
+        one.set_overlap_regions({{"no such op", false}});
+      },
+      {"overlap_regions[0].first_op", "no such op"});
+  expect_same(ref, run_steps(one, prompts, 20, true), "switch: after a refused set", true);
+  one.set_overlap_regions({});
+  expect_same(ref, run_steps(one, prompts, 20, true), "switch: back to none", true);
 }
 
 TEST(Overlap, InputErrors) {

@@ -251,6 +251,19 @@ TEST(Cli, BenchPlanRejectsWhatNoExecutorRuns) {
     EXPECT_NE(r.out.find(bad.string() + ": " + c.field), std::string::npos) << r.out;
     fs::remove(bad);
   }
+  // Several plans run on one executor: of one model and one batch.
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, nlohmann::json>>{{"batch", 8}, {"model", "qwen3-0.6b"}}) {
+    nlohmann::json j = plan;
+    j[field] = value;
+    const fs::path other = dir / ("megaops-otherplan-" + tag + ".json");
+    std::ofstream(other) << j.dump();
+    const Result r = run_cli("bench --plan " + conv.string() + " --plan " + other.string());
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << r.out;
+    EXPECT_NE(r.out.find(other.string() + ": " + field), std::string::npos) << r.out;
+    fs::remove(other);
+  }
   fs::remove(conv);
 }
 
