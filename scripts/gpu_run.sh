@@ -254,7 +254,9 @@ fi
 # archive and the small summaries stay in $OUT. (The caller's run.log, if it writes one into $OUT,
 # is still being written: it is left in place and comes back beside the archive.)
 log "done, status $status"
-tar czf /tmp/gpu_results.tgz -C "$OUT" --exclude=run.log . &&
+# (A file of its own: several runs may finish at once on a machine with several GPUs.)
+archive=$(mktemp -d /tmp/gpu_results.XXXXXX)
+tar czf "$archive/gpu_results.tgz" -C "$OUT" --exclude=run.log . &&
   find "$OUT" -maxdepth 1 -type f ! -name run.log ! -name gpu.txt -delete &&
-  mv /tmp/gpu_results.tgz "$OUT/"
+  mv "$archive/gpu_results.tgz" "$OUT/" && rmdir "$archive"
 exit $status

@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 PRESETS = ["llama3.2-1b", "qwen3-0.6b", "llama3.1-8b", "qwen3-8b"]
 BATCHES = [1, 8, 32, 64]
@@ -30,6 +31,9 @@ def case_name(preset, batch, objective):
 
 
 def git_sha():
+    # On the GPU machine the tree is a copy without .git: the binaries' sha comes with them.
+    if os.environ.get("MEGAOPS_GIT_SHA"):
+        return os.environ["MEGAOPS_GIT_SHA"]
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -88,7 +92,20 @@ def cmd_measure(args):
             if len(pool) == 1:  # one plan: --json names the file
                 cmd[cmd.index("--json") + 1] = os.path.join(
                     args.out, f"{case['case']}_rank{pool[0]['rank']}.json")
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            # A case that fails or hangs (the watchdog turns a hang into an error) is reported
+            # and left unmeasured; the other cases still run.
+            started = time.time()
+            try:
+                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                               timeout=args.case_timeout)
+                print(f"{case['case']}: {len(pool)} candidates measured in "
+                      f"{time.time() - started:.0f} s", file=sys.stderr, flush=True)
+            except subprocess.CalledProcessError as e:
+                print(f"{case['case']}: bench failed (exit {e.returncode}); not measured",
+                      file=sys.stderr, flush=True)
+            except subprocess.TimeoutExpired:
+                print(f"{case['case']}: bench ran past {args.case_timeout} s; not measured",
+                      file=sys.stderr, flush=True)
 
 
 def measured_us(bench_json, objective):
@@ -226,6 +243,8 @@ def main():
     m.add_argument("--min-pool", type=int, default=8)
     m.add_argument("--gen", type=int, default=128)
     m.add_argument("--repeats", type=int, default=3)
+    m.add_argument("--case-timeout", type=int, default=300,
+                   help="seconds one case's bench may run before it is left unmeasured")
     r = sub.add_parser("report")
     r.add_argument("--pools", required=True)
     r.add_argument("--measured", required=True)
