@@ -150,7 +150,8 @@ def cmd_report(args):
         manifest = json.load(f)
     cases, points = {}, []
     for case in manifest["cases"]:
-        with open(case["pool"]) as f:
+        # The manifest's paths are those of the machine that planned; the pool files sit beside it.
+        with open(os.path.join(args.pools, os.path.basename(case["pool"]))) as f:
             pool = json.load(f)
         objective = case["case"].rsplit("_", 1)[1]
         entries = []
@@ -175,6 +176,17 @@ def cmd_report(args):
             s = summary[sel]
             lines.append(f"| {sel} | {s['cases']} | {100 * s['hit_rate']:.0f}% | "
                          f"{100 * s['worst_regret']:.2f}% |")
+    lines += ["", "| case | planner's pick (us) | measured fastest (us) | regret | within 1% |"
+                  " additive pick regret |", "| --- | --- | --- | --- | --- | --- |"]
+    for name, c in cases.items():
+        sel = c["selectors"]
+        pick = c["fastest_us"] * (1.0 + sel["planner"]["regret"]) if "planner" in sel else None
+        add = sel.get("additive")
+        lines.append(
+            f"| {name} | {pick:.1f} | {c['fastest_us']:.1f} | "
+            f"{100 * sel['planner']['regret']:.2f}% | "
+            f"{'yes' if sel['planner']['regret'] <= 0.01 else 'no'} | "
+            f"{100 * add['regret']:.2f}% |" if pick is not None and add else f"| {name} | - | - | - | - | - |")
     if summary["median_abs_error"] is not None:
         lines += ["", f"Prediction error |predicted - measured| / measured: median "
                       f"{100 * summary['median_abs_error']:.1f}%, worst "
