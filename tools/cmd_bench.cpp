@@ -61,12 +61,6 @@ std::string utc_now() {
   return buf;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int run(const BenchOpts& o) {
   if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");
   if (o.prompt < 1 || o.gen < 2 || o.repeats < 1)

@@ -105,6 +105,15 @@ Runner add_plan(CLI::App& app) {
                             : table.load_profile_json(text, p, cost.machine.workers);
       std::fprintf(stderr, "plan: %s: %d service-table entries\n", p.c_str(), added);
     }
+    // What the ops of conventional regions cost on the overlap executor, when the profile of
+    // exactly this step measured it (docs/planner-validation.md, round 1).
+    if (const auto fig = table.step_figures(g, cost.dtype, cost.gpu)) {
+      if (fig->serial_overlap_op_us >= 0) cost.overlap_serial_op_us = fig->serial_overlap_op_us;
+      std::fprintf(stderr,
+                   "plan: %s: %.2f us per op of event overhead taken off the profile; "
+                   "conventional ops inside overlap plans cost %.2f us more\n",
+                   fig->source.c_str(), fig->event_overhead_us, cost.overlap_serial_op_us);
+    }
     const PlanResult r = plan(g, table, popt, cost);
     int unmatched = 0;
     for (const OpCalibration& c : r.calibration) unmatched += c.measured_us < 0;
@@ -136,7 +145,7 @@ Runner add_plan(CLI::App& app) {
     if (o->pool > 0) {
       if (o->pool_out.empty()) throw_input_error("--pool-out", "", "needed with --pool");
       // The pool is what the validation protocol measures end to end: only runnable candidates,
-      // ranked by the planner, always including both simpler selectors' picks.
+      // ranked by the planner, always including both simpler selectors' picks and the baseline.
       std::vector<int> ids;
       auto add_id = [&](int i) {
         if (i >= 0 && r.ranked[i].executor_supports &&
@@ -148,6 +157,9 @@ Runner add_plan(CLI::App& app) {
         add_id(i);
       add_id(r.additive_pick);
       add_id(r.no_overlap_pick);
+      // All-conventional too: the reference every candidate is compared with, and in round 1 of
+      // the protocol the fastest composition where the planner ranked it ninth or lower.
+      add_id(r.baseline_rank);
       // Each entry says which selectors picked it, so the report can score all three.
       nlohmann::json arr = nlohmann::json::array();
       for (int i : ids) {
@@ -155,6 +167,7 @@ Runner add_plan(CLI::App& app) {
         if (i == r.pick) by.push_back("planner");
         if (i == r.additive_pick) by.push_back("additive");
         if (i == r.no_overlap_pick) by.push_back("no_overlap");
+        if (i == r.baseline_rank) by.push_back("baseline");
         arr.push_back({{"rank", i + 1},
                        {"selected_by", by},
                        {"plan", nlohmann::json::parse(plan_json(r, g, i))}});

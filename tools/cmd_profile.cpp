@@ -1,7 +1,11 @@
 // `megaops profile`: where a conventional decode step spends its time, op by op, measured on the
 // GPU inside a captured step (an event after every op). Prints per-op totals per step and writes
 // every (op, layer) time as JSON, keyed by what makes a measurement comparable: model shapes,
-// batch, backend, GPU.
+// batch, backend, GPU. Beside them, two whole-step times as `bench` measures them (graph
+// replays, no events): the conventional step (`graph_step_us`, which the planner calibrates to:
+// each event between ops costs a few microseconds) and the overlap executor running the whole
+// step as one serial region (`serial_overlap_step_us`: what the ops of a conventional region
+// cost inside a plan that has overlap regions). docs/planner-validation.md, round 1.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -38,7 +42,8 @@ Runner add_profile(CLI::App& app) {
     const ModelSource src = open_model_source(o->model, o->preset, o->seed);
     ExecutorOptions eo;
     eo.max_batch = o->batch;
-    eo.max_seq = o->prompt + 2 * o->steps + 2;
+    eo.max_seq = o->prompt + 2 * o->steps + 2;  // the per-op profile's two rounds; timed rounds
+                                                // start from a new prefill
     ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
       print_progress("loading " + src.name, d, t);
     });
@@ -60,6 +65,17 @@ Runner add_profile(CLI::App& app) {
       std::printf("%-26s %10.1f %8d %6.1f%% %12.2f\n", op.c_str(), v.first, v.second,
                   100 * v.first / total, v.first / v.second);
     std::printf("%-26s %10.1f %8zu\n", "total (graph, no PDL)", total, times.size());
+    const std::vector<std::vector<int>> prompts =
+        make_prompts(src.cfg, o->batch, o->prompt, o->seed);
+    ex.set_pdl(false);
+    const double graph_step_us = time_decode_step_us(ex, prompts, o->steps, 3);
+    std::printf("%-26s %10.1f\n", "step (graph, no events)", graph_step_us);
+    ex.set_overlap_regions({{ex.overlap_op_names().front(), true}});
+    ex.set_backend(DecodeBackend::Overlap);
+    const double serial_overlap_step_us = time_decode_step_us(ex, prompts, o->steps, 3);
+    ex.set_backend(DecodeBackend::Conventional);
+    ex.set_overlap_regions({});
+    std::printf("%-26s %10.1f\n", "step (overlap, serial)", serial_overlap_step_us);
     if (!o->json_out.empty()) {
       cudaDeviceProp prop{};
       cudaGetDeviceProperties(&prop, 0);
@@ -83,6 +99,8 @@ Runner add_profile(CLI::App& app) {
                           {"context", o->prompt},
                           {"steps_averaged", o->steps},
                           {"step_us", total},
+                          {"graph_step_us", graph_step_us},
+                          {"serial_overlap_step_us", serial_overlap_step_us},
                           {"ops", ops}};
       std::ofstream f(o->json_out);
       if (!f) throw Error("cannot write " + o->json_out);

@@ -3,6 +3,9 @@
 
 #ifdef MEGAOPS_HAVE_CUDA
 
+#include <algorithm>
+#include <chrono>
+
 #include "core/counter_rng.h"
 #include "core/error.h"
 
@@ -32,6 +35,26 @@ std::vector<std::vector<int>> make_prompts(const ModelConfig& cfg, int batch, in
     for (int i = 0; i < len; ++i)
       prompts[s][i] = static_cast<int>(counter_random(seed, s, i) % cfg.vocab_size);
   return prompts;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double time_decode_step_us(ConventionalExecutor& ex, const std::vector<std::vector<int>>& prompts,
+                           int steps, int repeats) {
+  std::vector<double> per_step;
+  for (int r = 0; r <= repeats; ++r) {  // r == 0 warms up and captures
+    ex.prefill(prompts);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int s = 0; s < steps; ++s) ex.decode_step();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (r > 0)
+      per_step.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / steps);
+  }
+  return median(per_step);
 }
 
 }  // namespace megaops::cli

@@ -27,6 +27,14 @@ ModelSource open_model_source(const std::string& model, const std::string& prese
 std::vector<std::vector<int>> make_prompts(const ModelConfig& cfg, int batch, int len,
                                            uint64_t seed);
 
+double median(std::vector<double> v);
+
+// A decode step as `bench` times it: prefill `prompts`, then `steps` decode steps timed on the
+// host (graph replays, each waited for), per step; one warm-up round (it also captures), then
+// the median of `repeats` rounds, in microseconds. Uses the executor's current backend and PDL.
+double time_decode_step_us(ConventionalExecutor& ex, const std::vector<std::vector<int>>& prompts,
+                           int steps, int repeats);
+
 }  // namespace megaops::cli
 
 #endif

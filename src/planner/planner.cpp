@@ -652,6 +652,21 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
     p.res.sim_tasks += k.tasks;
   }
 
+  // The conventional regions of a plan that also has overlap regions run on the overlap
+  // executor (CostModel::overlap_serial_op_us).
+  if (cost.overlap_serial_op_us > 0)
+    for (Candidate& c : cands) {
+      int conventional_ops = 0;
+      bool any_other = false;
+      for (const Region& r : c.regions) {
+        if (r.backend == Backend::Conventional)
+          conventional_ops += r.last_op - r.first_op + 1;
+        else
+          any_other = true;
+      }
+      if (any_other) c.predicted_us += cost.overlap_serial_op_us * conventional_ops;
+    }
+
   // Reasons: what each non-conventional region gains over running its ops conventionally, and
   // what co-running adds over the same cover run serially.
   for (Candidate& c : cands) {
@@ -714,6 +729,12 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
     return -1;
   };
   p.res.pick = first_supported(order);
+  for (size_t r = 0; r < order.size(); ++r) {
+    const Candidate& c = cands[order[r]];
+    if (c.policy == Policy::Serial && c.regions.size() == 1 &&
+        c.regions[0].backend == Backend::Conventional)
+      p.res.baseline_rank = static_cast<int>(r);
+  }
   p.res.additive_pick =
       first_supported(rank(cands, [](const Candidate& c) { return c.additive_us; }));
   p.res.no_overlap_pick =

@@ -45,6 +45,11 @@ struct CostModel {
   // completed; nothing after it in the region is issued before it completes (a barrier: one
   // boundary), and that barrier is the next op's wait. Applies with overlap_tensor_waits.
   bool overlap_vendor_gemms = false;
+  // A plan with any overlap region runs the whole step on the overlap executor, its conventional
+  // regions as serial regions of overlap kernels (a counter wait and a signal each, in stream
+  // order): each of their ops costs this much more than in the conventional step. Measured by
+  // `megaops profile` (StepFigures::serial_overlap_op_us); 0 = not modelled.
+  double overlap_serial_op_us = 0;
   bool overlap_supported = true;      // executor_supports for overlap regions
   bool fixed_split_supported = true;  // executor_supports for the fixed-split sharing policy
   bool persistent_supported = false;  // executor_supports for persistent regions
@@ -114,6 +119,7 @@ struct PlanResult {
   int pick = -1;                        // best candidate the executors support
   int additive_pick = -1;               // what "sum of standalone kernel times" would pick
   int no_overlap_pick = -1;             // what the planner without overlap would pick
+  int baseline_rank = -1;               // where all-conventional (serial) ranks
   int64_t candidates = 0;
   int64_t sim_events = 0;  // total tile-simulation events (bounded work)
   int64_t sim_tasks = 0;

@@ -3,6 +3,7 @@
 // into one entry per op.
 #include "planner/service_table.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,12 @@ std::string shape_signature(const Op& op, int context) {
   std::string s =
       "m=" + std::to_string(op.m) + ",n=" + std::to_string(op.n) + ",k=" + std::to_string(op.k);
   if (op.kind == OpKind::Attention) s += ",ctx=" + std::to_string(context);
+  return s;
+}
+
+std::string graph_signature(const OpGraph& g) {
+  std::string s;
+  for (const Op& op : g.ops) s += op.name + "(" + shape_signature(op, g.context) + ");";
   return s;
 }
 
@@ -33,6 +40,13 @@ void ServiceTable::add(const ServiceKey& key, double us, int samples, const std:
 std::optional<ServiceEntry> ServiceTable::lookup(const ServiceKey& key) const {
   auto it = entries_.find(key);
   if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<StepFigures> ServiceTable::step_figures(const OpGraph& g, const std::string& dtype,
+                                                      const std::string& gpu) const {
+  auto it = steps_.find({graph_signature(g), dtype, gpu});
+  if (it == steps_.end()) return std::nullopt;
   return it->second;
 }
 
@@ -96,8 +110,27 @@ int ServiceTable::load_profile_json(const std::string& text, const std::string& 
   const OpGraph g = build_decode_graph(cfg, "profile", batch, context);
   if (!j.contains("ops") || !j.at("ops").is_array())
     throw_input_error(origin, "ops", "expected an array, found nothing");
+  const json& rows = j.at("ops");
+  StepFigures fig;
+  fig.source = origin;
+  auto positive = [&](const char* name) {
+    const double v = field<double>(j, name, origin, "a positive number of microseconds");
+    if (!(v > 0) || !std::isfinite(v))
+      throw_input_error(origin, name,
+                        "expected a positive number of microseconds, found " + std::to_string(v));
+    return v;
+  };
+  const bool has_graph_step = j.contains("graph_step_us");
+  if (has_graph_step) {
+    if (rows.empty()) throw_input_error(origin, "ops", "expected at least one op, found none");
+    const double step = positive("step_us"), graph_step = positive("graph_step_us");
+    fig.event_overhead_us = (step - graph_step) / static_cast<double>(rows.size());
+    if (j.contains("serial_overlap_step_us"))
+      fig.serial_overlap_op_us = std::max(0.0, (positive("serial_overlap_step_us") - graph_step) /
+                                                   static_cast<double>(rows.size()));
+  }
   int added = 0;
-  for (const json& o : j.at("ops")) {
+  for (const json& o : rows) {
     const auto name = field<std::string>(o, "op", origin, "an op name");
     const int layer = field<int>(o, "layer", origin, "an integer");
     const double us = field<double>(o, "us", origin, "a number");
@@ -109,10 +142,11 @@ int ServiceTable::load_profile_json(const std::string& text, const std::string& 
       throw_input_error(
           origin, "ops.op",
           "expected an op of the decode graph, found " + name + " layer " + std::to_string(layer));
-    add({name, shape_signature(g.ops[idx], context), dtype, backend, full_budget, gpu}, us, 1,
-        origin);
+    add({name, shape_signature(g.ops[idx], context), dtype, backend, full_budget, gpu},
+        std::max(0.0, us - fig.event_overhead_us), 1, origin);
     ++added;
   }
+  if (has_graph_step) steps_[{graph_signature(g), dtype, gpu}] = fig;
   return added;
 }
 

@@ -38,6 +38,24 @@ struct ServiceEntry {
 // "m=1,n=3072,k=2048" plus ",ctx=N" for attention (its time depends on the context length).
 std::string shape_signature(const Op& op, int context);
 
+// Every op's name and shape signature in order: what makes two steps' whole-step times
+// comparable (model shapes, batch and context).
+std::string graph_signature(const OpGraph& g);
+
+// Whole-step figures of a profile (`megaops profile` JSON, optional fields), keyed like the
+// entries: graph_signature, dtype, GPU.
+struct StepFigures {
+  // The per-op times were taken with an event after every op; graph_step_us is the same step
+  // replayed without events, as `bench` times it. Their difference per op is subtracted from
+  // every entry of the profile at load, so the entries add up to graph_step_us. 0 without it.
+  double event_overhead_us = 0;
+  // (serial_overlap_step_us - graph_step_us) / ops: what each op of a conventional region costs
+  // more inside a plan that has overlap regions (the executor then runs the whole step on its
+  // overlap path, the conventional regions as serial regions). -1 when the profile lacks it.
+  double serial_overlap_op_us = -1;
+  std::string source;
+};
+
 class ServiceTable {
  public:
   // Adds a measurement; entries with the same key are averaged (weighted by samples).
@@ -48,7 +66,9 @@ class ServiceTable {
 
   // A `megaops profile --json` file: backend "conventional", CTA budget = `full_budget` (the
   // profile runs every kernel on the whole GPU). Shapes come from the profile's own "shapes",
-  // "batch" and "context", never from the model being planned. Returns entries added.
+  // "batch" and "context", never from the model being planned. With "graph_step_us" (and
+  // "step_us") the entries are corrected for the profile's events (StepFigures). Returns entries
+  // added.
   int load_profile_json(const std::string& text, const std::string& origin, int full_budget);
 
   // A standalone op benchmark file, schema "megaops-op-bench/1". Returns entries added.
@@ -57,8 +77,13 @@ class ServiceTable {
   size_t size() const { return entries_.size(); }
   std::vector<ServiceEntry> entries() const;
 
+  // The whole-step figures of a loaded profile of exactly this step, dtype and GPU, or nothing.
+  std::optional<StepFigures> step_figures(const OpGraph& g, const std::string& dtype,
+                                          const std::string& gpu) const;
+
  private:
   std::map<ServiceKey, ServiceEntry> entries_;
+  std::map<std::tuple<std::string, std::string, std::string>, StepFigures> steps_;
 };
 
 // CTA-wave estimate of an opaque op's time under a reduced CTA budget: its tiles run in waves of

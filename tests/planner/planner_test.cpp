@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -227,6 +228,48 @@ TEST(Planner, BarrierWinsWhenOverlapStarvesABandwidthBoundOp) {
   EXPECT_EQ(best.policy, Policy::Serial);
   for (const Region& reg : best.regions) EXPECT_EQ(reg.backend, Backend::Conventional);
   EXPECT_NEAR(best.predicted_us, r.baseline_us, 1e-9);
+}
+
+// A plan with an overlap region runs its conventional regions on the overlap executor: each of
+// their ops costs CostModel::overlap_serial_op_us more; all-conventional and all-overlap plans
+// pay nothing. And the baseline's rank is reported (the validation pool always measures it).
+TEST(Planner, ConventionalOpsInsideOverlapPlansPayTheSerialCost) {
+  CostModel cost = chain_cost();
+  const OpGraph g = two_ops(synthetic("producer", 10, 1.0, 2000, cost.machine),
+                            synthetic("consumer", 10, 1.0, 3000, cost.machine), true);
+  const RegionGraph rg = single_op_groups(g);
+  PlanOptions opt;
+  opt.backends = {Backend::Conventional, Backend::Overlap};
+  const PlanResult base = plan(g, ServiceTable(), opt, cost, &rg);
+  cost.overlap_serial_op_us = 5.0;
+  const PlanResult with = plan(g, ServiceTable(), opt, cost, &rg);
+  ASSERT_EQ(base.ranked.size(), with.ranked.size());
+  int checked_mixed = 0;
+  for (const Candidate& c : with.ranked) {
+    const auto same = std::find_if(base.ranked.begin(), base.ranked.end(),
+                                   [&](const Candidate& b) { return b.label == c.label; });
+    ASSERT_NE(same, base.ranked.end()) << c.label;
+    int conventional_ops = 0;
+    bool other = false;
+    for (const Region& r : c.regions) {
+      if (r.backend == Backend::Conventional)
+        conventional_ops += r.last_op - r.first_op + 1;
+      else
+        other = true;
+    }
+    EXPECT_NEAR(c.predicted_us - same->predicted_us, other ? 5.0 * conventional_ops : 0.0, 1e-9)
+        << c.label;
+    checked_mixed += other && conventional_ops > 0;
+  }
+  EXPECT_GT(checked_mixed, 0);
+  for (const PlanResult* r : {&base, &with}) {
+    ASSERT_GE(r->baseline_rank, 0);
+    const Candidate& b = r->ranked[r->baseline_rank];
+    EXPECT_EQ(b.regions.size(), 1u);
+    EXPECT_EQ(b.regions[0].backend, Backend::Conventional);
+    EXPECT_EQ(b.policy, Policy::Serial);
+    EXPECT_NEAR(b.predicted_us, r->baseline_us, 1e-9);
+  }
 }
 
 TEST(Planner, DeterministicRankingAndJson) {
