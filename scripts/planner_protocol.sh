@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The planner validation protocol (docs/planner-validation.md) in one run on one GPU: the 16
+# decode profiles, the pools from them (the planner's code is the carried build's, committed
+# before this run), then every candidate of every pool of at least 8, then the report. No step
+# between profiling and measuring, so nobody sees a profile before the measurements. About 10
+# minutes on an H200: run it detached across two device calls (bench/results/2026-11-29-s5-call2
+# has the call script of round 1).
+#   BIN=.carry/x/NAME scripts/planner_protocol.sh OUTDIR
+set -u
+P=$1
+BIN=${BIN:-.carry/bin}
+export MEGAOPS_GIT_SHA=$(cat "$BIN/GIT_SHA" 2>/dev/null || echo unknown)
+mkdir -p "$P/profiles" "$P/pools" "$P/measured"
+for preset in llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b; do
+  for b in 1 8 32 64; do
+    echo "== profile $preset b$b ($(date -u +%T))"
+    "$BIN/megaops" profile --preset "$preset" --batch "$b" \
+      --json "$P/profiles/profile_${preset}_b$b.json" > "$P/profiles/profile_${preset}_b$b.log" 2>&1 ||
+      echo "profile $preset b$b failed"
+  done
+done
+echo "== plan ($(date -u +%T))"
+python3 scripts/validate_planner.py plan --megaops "$BIN/megaops" --profiles "$P/profiles" \
+  --out "$P/pools" --batches 1 8 32 64
+echo "== measure ($(date -u +%T))"
+python3 scripts/validate_planner.py measure --megaops "$BIN/megaops" --pools "$P/pools" \
+  --out "$P/measured"
+echo "== report ($(date -u +%T))"
+python3 scripts/validate_planner.py report --pools "$P/pools" --measured "$P/measured" \
+  --out "$P/report.md"
+echo "== done ($(date -u +%T))"
