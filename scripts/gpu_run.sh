@@ -120,6 +120,10 @@ if want sanitize; then
     # them, all in ncclInitKernelsForDevice, on the H200); megaops checks every API result itself.
     api=()
     [ "$tool" = memcheck ] && api=(--report-api-errors no)
+    # MEGAOPS_TEST_STEPS: the overlap-vs-conventional cases decode 8 steps instead of 64 (every
+    # kernel still runs in every mode; 64 steps under racecheck took 44-54 s a case and six cases
+    # never finished).
+    MEGAOPS_TEST_STEPS=${SANITIZE_TEST_STEPS:-8} \
     timeout -k 5 ${SANITIZE_LIMIT:-600} compute-sanitizer --tool $tool "${api[@]}" --error-exitcode 9 \
       "$BIN/megaops_gpu_tests" --gtest_filter="${SANITIZE_FILTER:-$SANITIZE_DEFAULT}" \
       >"$OUT/sanitize_$tool.log" 2>&1

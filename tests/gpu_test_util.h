@@ -32,6 +32,17 @@ inline uint64_t test_seed() {
   return seed;
 }
 
+// Decode steps a long-running GPU test runs: `full` unless MEGAOPS_TEST_STEPS (1..full) asks for
+// fewer. The sanitizer runs set it (gpu_run.sh sanitize): under racecheck a tiny-model overlap
+// case takes about a minute at 64 steps, and the sanitizers look for hazards, which a few steps
+// through every kernel already exercise.
+inline int test_steps(int full) {
+  const char* env = std::getenv("MEGAOPS_TEST_STEPS");
+  if (env == nullptr) return full;
+  const long v = std::strtol(env, nullptr, 10);
+  return v >= 1 && v < full ? static_cast<int>(v) : full;
+}
+
 inline std::vector<float> random_floats(size_t n, float lo, float hi, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);

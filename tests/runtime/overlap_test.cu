@@ -98,7 +98,7 @@ TEST_P(OverlapVsConventional, SameTokensAndLogits) {
   std::vector<int> lens(c.batch);
   for (int i = 0; i < c.batch; ++i) lens[i] = 3 + (7 * i + 4) % 11;
   const auto prompts = random_prompts(lens, cfg.vocab_size, seed);
-  constexpr int STEPS = 64;
+  const int STEPS = testing::test_steps(64);
   ConventionalExecutor conv(cfg, random_filler(seed),
                             options(c.batch, 96, DecodeBackend::Conventional));
   const Trace ref = run_steps(conv, prompts, STEPS, true);
