@@ -23,7 +23,7 @@ done
 (cd "$wt" && BUILD_DIR=build scripts/build.sh >/dev/null)
 mkdir -p ".carry/$name"
 cp "$wt/build/megaops" "$wt/build/megaops_gpu_tests" ".carry/$name/"
-sha=$(git rev-parse --short HEAD)
+sha=$(git -C "$wt" rev-parse --short HEAD)
 label="$sha"
 for p in "$@"; do label="$label+$(basename "$p" .patch)"; done
 echo "$label" >".carry/$name/GIT_SHA"

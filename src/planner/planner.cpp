@@ -371,17 +371,23 @@ struct Planner {
                                     "conventional", cost.machine.workers, cost.gpu});
       if (ev) {
         c.measured_us = ev->us;
-        if (c.model_us > ev->us) {
-          c.model_slower = true;
-        } else {
-          // The standalone time grows monotonically with per-tile occupancy: bisect on it.
-          double lo = 0, hi = ev->us;
-          for (int it2 = 0; it2 < 60 && hi - lo > 1e-9; ++it2) {
-            const double mid = 0.5 * (lo + hi);
-            (standalone(mid) < ev->us ? lo : hi) = mid;
-          }
-          c.extra_tile_us = 0.5 * (lo + hi);
+        // The standalone time grows monotonically with per-tile occupancy: bisect on it. Where
+        // the model is slower than the evidence (large-batch matmuls: the model computes a tile
+        // after loading it, the kernel overlaps the two), the occupancy goes negative, down to
+        // taking the tile's whole compute time off: only the loads are left.
+        const Op& op = g.ops[i];
+        const double floor_x =
+            -op.flops / static_cast<double>(op.num_tiles()) / cost.machine.worker_flops_per_us;
+        double lo = c.model_us > ev->us ? floor_x : 0.0, hi = c.model_us > ev->us ? 0.0 : ev->us;
+        if (standalone(lo) > ev->us) {
+          c.model_slower = true;  // slower than measured even with no compute at all
+          hi = lo;
         }
+        for (int it2 = 0; it2 < 60 && hi - lo > 1e-9; ++it2) {
+          const double mid = 0.5 * (lo + hi);
+          (standalone(mid) < ev->us ? lo : hi) = mid;
+        }
+        c.extra_tile_us = 0.5 * (lo + hi);
       }
       key_extra[key] = c.extra_tile_us;
       extra[i] = c.extra_tile_us;

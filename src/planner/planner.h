@@ -102,11 +102,14 @@ struct PlanOptions {
 };
 
 struct OpCalibration {
-  std::string key;            // op name + shape signature
-  double measured_us = -1;    // service-table evidence per launch (with boundary); -1: none
-  double model_us = 0;        // first-principles standalone time (with boundary)
-  double extra_tile_us = 0;   // per-tile occupancy added so the model matches the evidence
-  bool model_slower = false;  // the model without extra time is already slower than measured
+  std::string key;          // op name + shape signature
+  double measured_us = -1;  // service-table evidence per launch (with boundary); -1: none
+  double model_us = 0;      // first-principles standalone time (with boundary)
+  // Per-tile occupancy added so the model matches the evidence; negative where the model is
+  // slower than measured (part of the tile's compute overlaps its loads), at most the whole
+  // compute time of a tile.
+  double extra_tile_us = 0;
+  bool model_slower = false;  // slower than measured even with no compute time (loads alone)
 };
 
 struct PlanResult {

@@ -96,6 +96,39 @@ TEST(Planner, OverlapSavesExactlyTheConsumerWeightLoad) {
   EXPECT_NEAR(o2->predicted_us, r2.baseline_us - weight_load_us - 1.8, 1e-9);
 }
 
+// Calibration where the first-principles model is slower than the evidence: the tile's compute
+// partly overlaps its loads, so the occupancy goes negative and the evidence is still reproduced;
+// only below the loads alone is the model left slower (and all compute taken off).
+TEST(Planner, CalibrationOverlapsComputeWhereTheModelIsSlower) {
+  const CostModel cost = chain_cost();
+  // 8 tiles of 500 bytes (4 us through the queue) and 1 us compute each: 5 us alone.
+  OpGraph g;
+  g.model = "synthetic";
+  g.batch = 1;
+  g.ops = {synthetic("consumer", 8, 1, 500, cost.machine)};
+  const RegionGraph rg = single_op_groups(g);
+  auto calibrated = [&](double measured) {
+    ServiceTable t;
+    t.add({"consumer", shape_signature(g.ops[0], g.context), cost.dtype, "conventional",
+           cost.machine.workers, cost.gpu},
+          measured, 1, "synthetic");
+    return plan(g, t, PlanOptions(), cost, &rg);
+  };
+  const PlanResult slower = calibrated(4.5);
+  ASSERT_EQ(slower.calibration.size(), 1u);
+  EXPECT_NEAR(slower.calibration[0].model_us, 5.0, 1e-9);
+  EXPECT_FALSE(slower.calibration[0].model_slower);
+  EXPECT_LT(slower.calibration[0].extra_tile_us, 0);
+  EXPECT_NEAR(slower.baseline_us, 4.5, 1e-6);
+  const PlanResult faster = calibrated(6.0);  // the usual case: occupancy added
+  EXPECT_GT(faster.calibration[0].extra_tile_us, 0);
+  EXPECT_NEAR(faster.baseline_us, 6.0, 1e-6);
+  const PlanResult below_loads = calibrated(3.0);  // faster than its own loads: not reproducible
+  EXPECT_TRUE(below_loads.calibration[0].model_slower);
+  EXPECT_NEAR(below_loads.calibration[0].extra_tile_us, -1.0, 1e-9);
+  EXPECT_NEAR(below_loads.baseline_us, 4.0, 1e-6);
+}
+
 // The overlap executor as it is (CostModel::overlap_tensor_waits): the consumer waits for the
 // producer's whole output plus the handoff, and still streams its weights while it waits. Same
 // chain as above: it saves the weight load and pays the handoff.
