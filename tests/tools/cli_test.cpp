@@ -196,8 +196,9 @@ TEST(Cli, PlanPicksARunnableCandidateAndWritesJson) {
     EXPECT_TRUE(region["backend"] == "conventional" || region["backend"] == "overlap") << region;
     all_conventional &= region["backend"] == "conventional";
   }
-  if (all_conventional)
+  if (all_conventional) {
     EXPECT_NEAR(j["predicted_us"].get<double>(), j["baseline_us"].get<double>(), 1e-6);
+  }
   fs::remove(out);
 }
 
