@@ -68,6 +68,12 @@ def cmd_plan(args):
     print(f"pools for {len(manifest['cases'])} cases in {args.out} (sha {manifest['git_sha']})")
 
 
+def load_pool(pools_dir, case):
+    # The manifest holds the planning machine's paths; the pool files sit beside it.
+    with open(os.path.join(pools_dir, os.path.basename(case["pool"]))) as f:
+        return json.load(f)
+
+
 def cmd_measure(args):
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.pools, "manifest.json")) as f:
@@ -77,8 +83,7 @@ def cmd_measure(args):
             print(f"{case['case']}: pool of {case['candidates']} < {args.min_pool}, not measured",
                   file=sys.stderr)
             continue
-        with open(case["pool"]) as f:
-            pool = json.load(f)
+        pool = load_pool(args.pools, case)
         # One bench process per case: the model loads once and every candidate of the pool runs
         # on that executor; bench writes <out>/<case>_rank<r>.json, named after each plan file.
         with tempfile.TemporaryDirectory() as plans:
@@ -150,9 +155,7 @@ def cmd_report(args):
         manifest = json.load(f)
     cases, points = {}, []
     for case in manifest["cases"]:
-        # The manifest's paths are those of the machine that planned; the pool files sit beside it.
-        with open(os.path.join(args.pools, os.path.basename(case["pool"]))) as f:
-            pool = json.load(f)
+        pool = load_pool(args.pools, case)
         objective = case["case"].rsplit("_", 1)[1]
         entries = []
         for entry in pool:
