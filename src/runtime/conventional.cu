@@ -103,8 +103,9 @@ struct OverlapOp {
   std::function<cudaError_t(int cap, const TileSync&, cudaStream_t)> launch;
   int cap = 0;   // chosen budget (launch argument)
   int ctas = 0;  // CTAs launched with that budget
-  // A vendor kernel behind a gate (kernels/tile_gate.cuh): while it waits it holds the gate's one
-  // CTA (its footprint); a barrier follows it (graph/overlap_budget.h).
+  // A vendor (cuBLASLt) kernel: stream-ordered below, or with chunks behind a gate
+  // (kernels/tile_gate.cuh) whose one CTA, while it waits, is its footprint; a barrier follows it
+  // (graph/overlap_budget.h).
   bool opaque = false;
   int segment = 0;  // ops of one segment may be live together (graph/overlap_budget.h)
   // An opaque op ordered by its stream instead of a gate: it is issued last in its segment, on
@@ -731,8 +732,9 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   auto matmul_op = [&](const bf16* x, const bf16* w, float* y, int n, int k) {
     const MatmulParams p = matmul_params(x, w, y, DType::F32, b, n, k);
     if (same_arithmetic && !mmc->uses_small_m(p)) {
-      // The conventional step's cuBLASLt call, unmodified, behind a gate and before a signal
-      // (kernels/tile_gate.cuh); with chunks > 1, one call per N range, each signalling its share.
+      // The conventional step's cuBLASLt call, unmodified: one launch in stream order, or with
+      // chunks > 1 behind a gate (kernels/tile_gate.cuh), one call per N range, each signalling
+      // its share.
       OverlapOp op;
       op.name = st.op_names[ops.size()];
       op.opaque = true;

@@ -5,11 +5,11 @@
 # still held) waits for them and archives everything into $OUT/all.tgz:
 #   GPU 0: the 600 s soak (Overlap.Soak), and beside it compute-sanitizer memcheck, synccheck and
 #          racecheck over the GPU test suite;
-#   GPU 1: the planner validation protocol (protocol.sh: 16 profiles, pools, every candidate).
+#   GPU 1: the planner validation protocol (scripts/planner_protocol.sh: 16 profiles, pools, every
+#          candidate).
 #   bash call.sh start    (call 2)      bash call.sh collect   (call 3)
 set -u
 R=/tmp/r
-here=bench/results/2026-11-29-s5-call2
 if [ "${1:-}" = start ]; then
   mkdir -p .carry/x && tar xJf .carry/pack.tar.xz -C .carry/x
   export NCCL_NVLS_ENABLE=0 BIN=.carry/x/main
@@ -17,7 +17,9 @@ if [ "${1:-}" = start ]; then
   date +%s > $R/t0
   setsid nohup bash -c "CUDA_VISIBLE_DEVICES=0 OUT=$R/soak SOAK_SECONDS=600 scripts/gpu_run.sh soak > $R/run_soak.log 2>&1; touch $R/soak.done" >/dev/null 2>&1 < /dev/null &
   setsid nohup bash -c "CUDA_VISIBLE_DEVICES=0 OUT=$R/san SANITIZE_TOOLS='memcheck synccheck racecheck' SANITIZE_LIMIT=800 scripts/gpu_run.sh sanitize > $R/run_san.log 2>&1; touch $R/san.done" >/dev/null 2>&1 < /dev/null &
-  setsid nohup bash -c "CUDA_VISIBLE_DEVICES=1 bash $here/protocol.sh $R/protocol > $R/run_protocol.log 2>&1; touch $R/protocol.done" >/dev/null 2>&1 < /dev/null &
+  # (It ran as protocol.sh in this folder, since folded into scripts/planner_protocol.sh: the same
+  # commands, only its BIN default differed, .carry/x/main, which BIN above sets.)
+  setsid nohup bash -c "CUDA_VISIBLE_DEVICES=1 bash scripts/planner_protocol.sh $R/protocol > $R/run_protocol.log 2>&1; touch $R/protocol.done" >/dev/null 2>&1 < /dev/null &
   wait_s=${WAIT_S:-570}
 else
   wait_s=${WAIT_S:-540}
