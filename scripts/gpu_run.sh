@@ -235,7 +235,7 @@ fi
 # gap of the 8B step: docs/perf-notes.md), with source counters, to see where a CTA's time goes.
 if want ncu_matmul; then
   log "ncu: small-m matmul, llama3.1-8b batch 1"
-  timeout -k 5 240 ncu --kernel-name regex:matmul_small_m --launch-skip ${NCU_SKIP:-200} \
+  timeout -k 5 240 ncu --clock-control none --kernel-name regex:matmul_small_m --launch-skip ${NCU_SKIP:-200} \
     --launch-count ${NCU_COUNT:-4} --set full --import-source yes -o "$OUT/ncu_matmul" \
     "$BIN/megaops" bench --preset llama3.1-8b --batch 1 --prompt 32 --gen 8 --repeats 1 --pdl off \
     >"$OUT/ncu_matmul.log" 2>&1 || status=1
@@ -246,7 +246,7 @@ fi
 
 if want ncu; then
   log "ncu: decode attention, llama3.2-1b batch 1"
-  timeout -k 5 180 ncu --kernel-name regex:decode_attention --launch-skip 40 --launch-count 2 \
+  timeout -k 5 180 ncu --clock-control none --kernel-name regex:decode_attention --launch-skip 40 --launch-count 2 \
     --set full --import-source yes -o "$OUT/ncu_attention" \
     "$BIN/megaops" bench --preset llama3.2-1b --batch 1 --prompt 32 --gen 8 --repeats 1 --pdl off \
     >"$OUT/ncu.log" 2>&1 || status=1

@@ -87,4 +87,30 @@ void choose_overlap_budgets(std::vector<BudgetOp>& ops, const std::vector<char>&
   ops[n].ctas = 1;
 }
 
+std::vector<OverlapSyncOp> overlap_sync_plan(const std::vector<BudgetOp>& ops,
+                                             const std::vector<char>& region_serial, int W) {
+  std::vector<OverlapSyncOp> out(ops.size());
+  if (ops.empty()) return out;
+  const size_t n = ops.size() - 1;
+  const size_t w = static_cast<size_t>(std::max(1, W));
+  for (size_t begin = 0; begin < n;) {
+    size_t end = begin;
+    while (end < n && ops[end].segment == ops[begin].segment) ++end;
+    const bool serial = region_serial[static_cast<size_t>(ops[begin].region)] != 0;
+    for (size_t k = begin; k < end; ++k) {
+      if (serial)
+        out[k].stream = 0;
+      else if (ops[k].stream_ordered && k > begin)
+        out[k].stream = out[k - 1].stream;
+      else
+        out[k].stream = static_cast<int>((k - begin) % w);
+      out[k].waits = k > begin && !ops[k - 1].stream_ordered && out[k].stream != out[k - 1].stream;
+    }
+    begin = end;
+  }
+  out[n].stream = -1;
+  for (size_t k = 0; k + 1 < n; ++k) out[k].signals = out[k + 1].waits;
+  return out;
+}
+
 }  // namespace megaops

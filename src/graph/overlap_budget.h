@@ -42,6 +42,8 @@ struct BudgetOp {
   // Inputs.
   bool cappable = false;  // the grid follows the cap; else fixed by the shape
   bool opaque = false;    // a vendor kernel: a barrier follows it
+  // An opaque op issued on its producer's stream (no gate kernel): overlap_sync_plan.
+  bool stream_ordered = false;
   int blocks_per_sm = 1;  // occupancy alone on an SM (>= 1)
   int region = 0;         // index into region_serial
   // CTAs the op launches with cap (0 = its default grid). Called in op order on every pass (a
@@ -63,5 +65,24 @@ void choose_overlap_budgets(std::vector<BudgetOp>& ops, const std::vector<char>&
 // the executor's own check.
 bool overlap_window_holds(const std::vector<BudgetOp>& ops, const std::vector<char>& region_serial,
                           int W, int sms, size_t o);
+
+// How the ops of one overlap step are issued and ordered, after choose_overlap_budgets: the
+// stream of each op, whether it waits for its predecessor's counter, and whether it signals its
+// own. Segment by segment, op k goes on stream (k - first op of the segment) % W, in a serial
+// region on stream 0, and a stream-ordered vendor op (always its segment's last) on its
+// predecessor's stream. Op k waits for op k - 1 only where nothing else orders them: not as a
+// segment's first op (the barrier before it waited for everything), not on op k - 1's stream
+// (stream order), not after a stream-ordered vendor op (the barrier after it). An op signals only
+// if its successor waits for it. step_advance (the last op) runs on the executor's stream after
+// the join (stream -1) and neither waits nor signals. Counters of ops that do not signal would fall
+// behind the step while another plan or batch may wait on them, so step_advance brings every
+// counter to the step's target (runtime/step_state.cuh).
+struct OverlapSyncOp {
+  int stream = 0;
+  bool waits = false;
+  bool signals = false;
+};
+std::vector<OverlapSyncOp> overlap_sync_plan(const std::vector<BudgetOp>& ops,
+                                             const std::vector<char>& region_serial, int W);
 
 }  // namespace megaops

@@ -112,6 +112,11 @@ struct OverlapOp {
   // the stream of the op before it (its producer), so the stream's order is the wait; it signals
   // nothing, because the barrier after it is what the next op waits for.
   bool stream_ordered = false;
+  // How it is issued and ordered (graph/overlap_budget.h, overlap_sync_plan): its stream (-1: the
+  // executor's, after the join), whether it waits for op k - 1's counter and whether it signals.
+  int stream = 0;
+  bool waits = false;
+  bool signals = false;
 };
 
 // Everything the overlap backend owns, set up on first use (so a conventional executor allocates
@@ -753,7 +758,9 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
         return;
       }
       op.launch = [p, mmc, chunks](int, const TileSync& sync, cudaStream_t s) {
-        if (const cudaError_t err = launch_tile_gate(sync, s); err != cudaSuccess) return err;
+        // No wait: stream order or the barrier before it already ordered the producer.
+        if (sync.wait_counter[0] != nullptr)
+          if (const cudaError_t err = launch_tile_gate(sync, s); err != cudaSuccess) return err;
         const int c = std::min(chunks, p.n);
         for (int i = 0; i < c; ++i) {
           const int n0 = static_cast<int>(static_cast<int64_t>(p.n) * i / c);
@@ -861,6 +868,10 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   add_fixed(sample_params(b), sample_footprint, launch_sample);
   StepAdvanceParams sa = step_advance_params(b);
   sa.overlap_step = st.step;
+  // Brings every counter to this step's target: ops whose successor is ordered by stream or
+  // barrier do not signal, and another plan or batch may wait on their counters later.
+  sa.counters = st.counters;
+  sa.counters_n = static_cast<int>(st.op_names.size());
   add_fixed(
       sa,
       [](const StepAdvanceParams&, KernelFootprint* f) {
@@ -887,6 +898,7 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
       throw DeviceError("overlap: a CTA of op '" + op.name + "' does not fit on an SM");
     b[k].cappable = op.cappable;
     b[k].opaque = op.opaque;
+    b[k].stream_ordered = op.stream_ordered;
     b[k].blocks_per_sm = f.blocks_per_sm;
     b[k].region = ovl->region_of[k];
     // In op order: the v0 attention combine's footprint reads the split's budget set before it.
@@ -897,10 +909,15 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
     };
   }
   ::megaops::choose_overlap_budgets(b, ovl->region_serial, opt.overlap_streams, ovl->sms);
+  const std::vector<OverlapSyncOp> sync =
+      overlap_sync_plan(b, ovl->region_serial, opt.overlap_streams);
   for (size_t k = 0; k < ops.size(); ++k) {
     ops[k].cap = b[k].cap;
     ops[k].ctas = b[k].ctas;
     ops[k].segment = b[k].segment;
+    ops[k].stream = sync[k].stream;
+    ops[k].waits = sync[k].waits;
+    ops[k].signals = sync[k].signals;
   }
   for (const OverlapOp& op : ops)
     if (op.ctas < 0 || static_cast<uint32_t>(op.ctas) > TILE_SYNC_STEP_SUM)
@@ -927,20 +944,19 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
     if (drop == ops.size())
       throw_input_error("executor", "overlap_drop_signal_op",
                         "no overlap op named '" + opt.overlap_drop_signal_op + "'");
-    if (ops[drop].stream_ordered)
+    if (!ops[drop].signals)
       throw_input_error("executor", "overlap_drop_signal_op",
                         "op '" + opt.overlap_drop_signal_op +
-                            "' is a stream-ordered vendor GEMM and signals nothing");
+                            "' signals nothing: the op after it is ordered by stream or barrier");
   }
   auto sync_for = [&](size_t k) {
     TileSync s;
     s.step = st.step;
-    // After a stream-ordered op the barrier has waited for it (it signals nothing).
-    if (k > 0 && !ops[k - 1].stream_ordered) {
+    if (ops[k].waits) {
       s.wait_counter[0] = st.counters + (k - 1);
       s.wait_target_per_step[0] = TILE_SYNC_STEP_SUM;
     }
-    s.signal_counter = k == drop || k == n ? nullptr : st.counters + k;
+    s.signal_counter = ops[k].signals && k != drop ? st.counters + k : nullptr;
     s.watchdog = st.watchdog->params();
     s.op_id = static_cast<uint32_t>(k);
     s.delay = DelayParams{opt.overlap_delay_max_ns, opt.overlap_delay_seed};
@@ -960,35 +976,28 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
     for (cudaStream_t s : st.streams)
       for (size_t r = 0; r < W; ++r) MEGAOPS_CUDA_CHECK(cudaStreamWaitEvent(s, st.joins[r], 0));
   };
-  // Segment by segment (OverlapOp::segment: a barrier between regions and after an opaque op).
+  // Segment by segment (OverlapOp::segment: a barrier between regions and after an opaque op),
+  // each op on its stream (OverlapOp::stream, graph/overlap_budget.h: round robin, stream 0 in a
+  // serial region, a stream-ordered vendor GEMM last in its segment on its producer's stream).
   for (size_t begin = 0; begin < n;) {
     size_t end = begin;
     while (end < n && ops[end].segment == ops[begin].segment) ++end;
     if (begin > 0) barrier();
-    // A stream-ordered vendor GEMM is always its segment's last op: it goes after the others, on
-    // its producer's stream (the producer is in this segment unless the GEMM stands alone, and
-    // then the barrier before it orders it).
-    const size_t last = end - 1;
-    const bool ordered_tail = ops[last].stream_ordered;
-    if (ordered_tail) --end;
-    auto stream_of = [&](size_t k) { return st.streams[(k - begin) % W]; };
-    if (st.region_serial[static_cast<size_t>(st.region_of[begin])]) {
-      for (size_t k = begin; k < end; ++k) run(k, st.streams[0]);
-      if (ordered_tail) run(last, st.streams[0]);
-    } else if (opt.overlap_reverse_issue_order) {
+    if (opt.overlap_reverse_issue_order) {
       // Consumers first: the last stream's ops are issued before the first stream's. Each stream
       // keeps its own order (op k before op k + W): reversing that would put a consumer ahead of
       // its producer in one FIFO, a deadlock by construction rather than a scheduling question.
       // Eagerly (debug_sync) a stream's launches must all fit the launch queue (about a
       // thousand) before the next stream's are issued; true for every preset.
       for (size_t r = W; r-- > 0;)
-        for (size_t k = begin + r; k < end; k += W) run(k, st.streams[r]);
-      if (ordered_tail) run(last, stream_of(last > begin ? last - 1 : last));
+        for (size_t k = begin; k < end; ++k)
+          if (!ops[k].stream_ordered && ops[k].stream == static_cast<int>(r)) run(k, st.streams[r]);
+      if (ops[end - 1].stream_ordered)
+        run(end - 1, st.streams[static_cast<size_t>(ops[end - 1].stream)]);
     } else {
-      for (size_t k = begin; k < end; ++k) run(k, stream_of(k));
-      if (ordered_tail) run(last, stream_of(last > begin ? last - 1 : last));
+      for (size_t k = begin; k < end; ++k) run(k, st.streams[static_cast<size_t>(ops[k].stream)]);
     }
-    begin = last + 1;
+    begin = end;
   }
   for (size_t r = 0; r < W; ++r) {
     MEGAOPS_CUDA_CHECK(cudaEventRecord(st.joins[r], st.streams[r]));

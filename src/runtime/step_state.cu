@@ -6,13 +6,17 @@ namespace megaops {
 namespace {
 
 __global__ void step_advance_kernel(int32_t* positions, int32_t* ctx_lens, uint32_t* step, int b,
-                                    uint32_t* overlap_step, TileSync sync) {
+                                    uint32_t* overlap_step, uint32_t* counters, int counters_n,
+                                    TileSync sync) {
   // Every thread reads the overlap step before thread 0 may advance it: the barrier orders those
   // reads before the increment below (tile_sync_wait has one when it waits; add one otherwise).
   const uint32_t ostep = tile_sync_step(sync);
   tile_sync_wait(sync, ostep);  // the sampler (our predecessor) has read `step`
   if (sync.step != nullptr) __syncthreads();
   const int i = threadIdx.x;
+  // Every kernel of the step has completed (the join): no signal can race these stores.
+  for (int k = i; k < counters_n; k += blockDim.x)
+    counters[k] = tile_target(ostep, TILE_SYNC_STEP_SUM);
   if (i < b) {
     const int32_t next = positions[i] + 1;
     positions[i] = next;
@@ -29,9 +33,12 @@ __global__ void step_advance_kernel(int32_t* positions, int32_t* ctx_lens, uint3
 }  // namespace
 
 cudaError_t launch_step_advance(const StepAdvanceParams& p) {
-  if (!p.positions || !p.ctx_lens || !p.step || p.b < 1 || p.b > 1024) return cudaErrorInvalidValue;
+  if (!p.positions || !p.ctx_lens || !p.step || p.b < 1 || p.b > 1024 || p.counters_n < 0 ||
+      (p.counters_n > 0 && (p.counters == nullptr || p.overlap_step == nullptr)))
+    return cudaErrorInvalidValue;
   return launch_kernel(step_advance_kernel, dim3(1), dim3(((p.b + 31) / 32) * 32), 0, p.launch,
-                       p.positions, p.ctx_lens, p.step, p.b, p.overlap_step, p.sync);
+                       p.positions, p.ctx_lens, p.step, p.b, p.overlap_step, p.counters,
+                       p.counters_n, p.sync);
 }
 
 cudaError_t preload_step_state_kernels() {

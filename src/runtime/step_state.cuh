@@ -17,7 +17,13 @@ struct StepAdvanceParams {
   // incremented with `step`; null in the conventional step. step_advance must be the last kernel
   // of the step, after all streams joined, so that no kernel of step s reads s + 1.
   uint32_t* overlap_step = nullptr;
-  TileSync sync;  // overlap hooks: waits for the sampler's counter (belt and braces to the join)
+  // Overlap step only: every op's tile counter, set to this step's target (overlap_step x
+  // TILE_SYNC_STEP_SUM) before the step advances. The ops that signalled have brought theirs there
+  // already; the others (ordered by stream or barrier, graph/overlap_budget.h) must not fall
+  // behind, since another plan or batch may wait on them.
+  uint32_t* counters = nullptr;
+  int counters_n = 0;
+  TileSync sync;  // overlap hooks (the step's ops have all joined before it: no wait needed)
   LaunchOptions launch;
 };
 

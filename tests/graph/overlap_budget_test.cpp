@@ -116,14 +116,123 @@ TEST(OverlapBudget, EveryWindowHoldsOnRandomSteps) {
     const std::string what = "trial " + std::to_string(trial);
     for (size_t o = 0; o + 1 < ops.size(); ++o) {
       ASSERT_TRUE(overlap_window_holds(ops, serial, W, SMS, o)) << what << " op " << o;
-      if (o > 0) ASSERT_GE(ops[o].segment, ops[o - 1].segment) << what;
-      if (ops[o].opaque) ASSERT_LT(ops[o].segment, ops[o + 1].segment) << what << " op " << o;
-      if (o > 0 && ops[o].region != ops[o - 1].region)
+      if (o > 0) {
+        ASSERT_GE(ops[o].segment, ops[o - 1].segment) << what;
+      }
+      if (ops[o].opaque) {
+        ASSERT_LT(ops[o].segment, ops[o + 1].segment) << what << " op " << o;
+      }
+      if (o > 0 && ops[o].region != ops[o - 1].region) {
         ASSERT_LT(ops[o - 1].segment, ops[o].segment) << what;
-      if (ops[o].cappable)
+      }
+      if (ops[o].cappable) {
         ASSERT_GE(ops[o].cap, 1) << what;
-      else
+      } else {
         ASSERT_EQ(ops[o].cap, 0) << what;
+      }
+    }
+  }
+}
+
+// Which ops wait and signal: op k waits for op k - 1 only when they are on different streams of
+// one segment; an op signals exactly when its successor waits; serial regions and W = 1 run in
+// stream order without any; a stream-ordered vendor op goes on its producer's stream and the op
+// after it (behind the barrier) waits on nothing.
+TEST(OverlapSyncPlan, WaitsOnlyWhereNothingElseOrders) {
+  std::vector<BudgetOp> ops(7, cappable(3, 8));
+  ops.push_back(step_advance());
+  choose_overlap_budgets(ops, {0}, 3, SMS);
+  std::vector<OverlapSyncOp> p = overlap_sync_plan(ops, {0}, 3);
+  for (size_t k = 0; k < 7; ++k) {
+    EXPECT_EQ(p[k].stream, static_cast<int>(k % 3)) << k;
+    EXPECT_EQ(p[k].waits, k > 0) << k;
+    EXPECT_EQ(p[k].signals, k < 6) << k;  // op 6's successor is step_advance
+  }
+  EXPECT_EQ(p[7].stream, -1);
+  EXPECT_FALSE(p[7].waits);
+  EXPECT_FALSE(p[7].signals);
+  // W = 1 and a serial region: stream order alone.
+  for (const auto& [serial, W] : {std::pair<char, int>{0, 1}, std::pair<char, int>{1, 3}}) {
+    choose_overlap_budgets(ops, {serial}, W, SMS);
+    p = overlap_sync_plan(ops, {serial}, W);
+    for (size_t k = 0; k < 7; ++k) {
+      EXPECT_EQ(p[k].stream, 0) << k;
+      EXPECT_FALSE(p[k].waits) << k;
+      EXPECT_FALSE(p[k].signals) << k;
+    }
+  }
+  // A stream-ordered vendor GEMM as op 3: on op 2's stream, no wait; op 4 starts a segment.
+  ops[3] = fixed(1, 1, /*opaque=*/true);
+  ops[3].stream_ordered = true;
+  choose_overlap_budgets(ops, {0}, 3, SMS);
+  p = overlap_sync_plan(ops, {0}, 3);
+  EXPECT_EQ(p[3].stream, p[2].stream);
+  EXPECT_FALSE(p[3].waits);
+  EXPECT_FALSE(p[2].signals);
+  EXPECT_FALSE(p[4].waits);
+  EXPECT_EQ(p[4].stream, 0);
+  EXPECT_TRUE(p[5].waits);
+  EXPECT_TRUE(p[4].signals);
+}
+
+// On random steps: every consecutive pair is ordered (a wait, one stream, or a barrier), every
+// wait has a signal to wait for, no signal goes unread, and within a segment op k stays behind
+// op k - W on its stream (what the budget windows assume).
+TEST(OverlapSyncPlan, EveryPairOrderedOnRandomSteps) {
+  std::mt19937_64 rng(20261130);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int n = 2 + static_cast<int>(rng() % 120);
+    const int W = 1 + static_cast<int>(rng() % 8);
+    std::vector<BudgetOp> ops;
+    std::vector<char> serial = {static_cast<char>(rng() % 4 == 0)};
+    int region = 0;
+    for (int k = 0; k < n; ++k) {
+      if (k > 0 && rng() % 25 == 0) {
+        ++region;
+        serial.push_back(rng() % 4 == 0);
+      }
+      const int kind = static_cast<int>(rng() % 10);
+      BudgetOp op =
+          kind < 6   ? cappable(1 + static_cast<int>(rng() % 8), 1 + static_cast<int>(rng() % 400))
+          : kind < 8 ? fixed(1 + static_cast<int>(rng() % 8), 1 + static_cast<int>(rng() % 300))
+                     : fixed(1, 1, /*opaque=*/true);
+      op.stream_ordered = op.opaque && rng() % 2 == 0;
+      op.region = region;
+      ops.push_back(op);
+    }
+    BudgetOp last = step_advance();
+    last.region = region;
+    ops.push_back(last);
+    choose_overlap_budgets(ops, serial, W, SMS);
+    const std::vector<OverlapSyncOp> p = overlap_sync_plan(ops, serial, W);
+    const std::string what = "trial " + std::to_string(trial);
+    const size_t last_op = ops.size() - 1;
+    ASSERT_EQ(p[last_op].stream, -1) << what;
+    ASSERT_FALSE(p[last_op].waits || p[last_op].signals) << what;
+    for (size_t k = 0; k < last_op; ++k) {
+      ASSERT_GE(p[k].stream, 0) << what;
+      ASSERT_LT(p[k].stream, W) << what;
+      if (k + 1 < last_op) {
+        ASSERT_EQ(p[k].signals, p[k + 1].waits) << what << " op " << k;
+      }
+      if (k == 0) {
+        ASSERT_FALSE(p[k].waits) << what;
+        continue;
+      }
+      const bool barrier = ops[k].segment != ops[k - 1].segment;
+      const bool same_stream = p[k].stream == p[k - 1].stream;
+      ASSERT_TRUE(p[k].waits || same_stream || barrier) << what << " op " << k;
+      ASSERT_FALSE(p[k].waits && (same_stream || barrier)) << what << " op " << k;
+      if (p[k].waits) {
+        ASSERT_FALSE(ops[k - 1].stream_ordered) << what << " op " << k;
+      }
+      if (serial[static_cast<size_t>(ops[k].region)]) {
+        ASSERT_EQ(p[k].stream, 0) << what;
+      }
+      if (!serial[static_cast<size_t>(ops[k].region)] && !ops[k].stream_ordered &&
+          k >= static_cast<size_t>(W) && ops[k - W].segment == ops[k].segment) {
+        ASSERT_EQ(p[k].stream, p[k - W].stream) << what << " op " << k;
+      }
     }
   }
 }
