@@ -54,13 +54,6 @@ struct BenchOpts {
 };
 
 #ifdef MEGAOPS_HAVE_CUDA
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 int run(const BenchOpts& o) {
   if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");
   if (o.prompt < 1 || o.gen < 2 || o.repeats < 1)

@@ -21,6 +21,7 @@ Runner add_check_logits(CLI::App& app);
 Runner add_profile(CLI::App& app);
 Runner add_trace(CLI::App& app);
 Runner add_plan(CLI::App& app);
+Runner add_bench_matmul(CLI::App& app);
 
 // Set by SIGINT; long loops check it and stop cleanly.
 extern std::atomic<bool> g_interrupted;
@@ -38,6 +39,9 @@ struct ModelRunOptions {
 void add_model_run_options(CLI::App& app, ModelRunOptions& o);
 // Throws InputError naming the option unless 1 <= batch <= 64 and prompt >= 1.
 void check_model_run_options(const ModelRunOptions& o);
+
+// The current time as "YYYY-MM-DDTHH:MM:SSZ" (UTC), for result files.
+std::string utc_now();
 
 // True when the binary has CUDA support and a device is present.
 bool gpu_available();

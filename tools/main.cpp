@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <map>
 
 #include "commands.h"
@@ -54,6 +55,13 @@ void check_model_run_options(const ModelRunOptions& o) {
     throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(o.batch));
   if (o.prompt < 1)
     throw_input_error("--prompt", "", "expected >= 1, found " + std::to_string(o.prompt));
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
 }
 
 bool gpu_available() {
@@ -107,6 +115,8 @@ int main(int argc, char** argv) {
   add("generate", "stream generated token ids for a prompt", add_generate);
   add("bench", "measure decode ms/token, tok/s, TTFT and bandwidth", add_bench);
   add("profile", "per-op GPU time of a decode step", add_profile);
+  add("bench-matmul", "time a model's decode matmuls on each matmul kernel (needs a GPU)",
+      add_bench_matmul);
   add("trace", "timeline of one overlap decode step as a Chrome trace (needs a GPU)", add_trace);
   add("plan", "rank barrier/overlap/split compositions from a profile (no GPU needed)", add_plan);
   add("check-logits", "compare logits against a reference file from HF transformers",

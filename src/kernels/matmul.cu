@@ -14,6 +14,7 @@
 
 #include "core/cuda_check.h"
 #include "kernels/matmul.cuh"
+#include "kernels/matmul_stream.cuh"
 
 namespace megaops {
 
@@ -376,17 +377,39 @@ MatmulContext::MatmulContext() {
     throw_cuda_error("cudaMalloc(cuBLASLt workspace)", cudaGetErrorString(err), __FILE__, __LINE__);
   }
   workspace_bytes_ = LT_WORKSPACE_BYTES;
+  // Releases what the constructor took before reporting a bad environment or a failed preload.
+  auto fail = [this](const std::string& what) {
+    cudaFree(workspace_);
+    cublasLtDestroy(handle_);
+    throw InputError(what);
+  };
   if (const char* path = std::getenv("MEGAOPS_MATMUL_PATH")) {
     const std::string v = path;
-    if (v == "small") {
-      forced_path_ = 1;
-    } else if (v == "cublaslt") {
-      forced_path_ = 2;
-    } else if (!v.empty() && v != "auto") {
-      cudaFree(workspace_);
-      cublasLtDestroy(handle_);
-      throw InputError("MEGAOPS_MATMUL_PATH: expected small, cublaslt or auto, found '" + v + "'");
-    }
+    forced_ = v == "small" || v == "stream" || v == "cublaslt";
+    forced_path_ = v == "stream"     ? MatmulPath::Stream
+                   : v == "cublaslt" ? MatmulPath::CublasLt
+                                     : MatmulPath::SmallM;
+    stream_for_small_ = v == "stream-for-small";
+    if (!forced_ && !stream_for_small_ && !v.empty() && v != "auto")
+      fail(
+          "MEGAOPS_MATMUL_PATH: expected small, stream, cublaslt, stream-for-small or auto, "
+          "found '" +
+          v + "'");
+  }
+  if (const char* env = std::getenv("MEGAOPS_STREAM_STAGES"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end != '\0' || v < MATMUL_STREAM_STAGES_MIN || v > MATMUL_STREAM_STAGES_MAX)
+      fail("MEGAOPS_STREAM_STAGES: expected an integer in [" +
+           std::to_string(MATMUL_STREAM_STAGES_MIN) + ", " +
+           std::to_string(MATMUL_STREAM_STAGES_MAX) + "], found '" + env + "'");
+    stream_stages_ = static_cast<int>(v);
+  }
+  if (const cudaError_t err = preload_kernels(); err != cudaSuccess) {
+    cudaFree(workspace_);
+    cublasLtDestroy(handle_);
+    throw_cuda_error("MatmulContext::preload_kernels()", cudaGetErrorString(err), __FILE__,
+                     __LINE__);
   }
 }
 
@@ -402,13 +425,33 @@ MatmulContext::~MatmulContext() {
 // bytes), from L1 while m * k * 2 bytes fits there and from L2 otherwise. The measurements and
 // the rule: kernels/matmul_dispatch.h (the planner reads it too).
 
-bool MatmulContext::uses_small_m(const MatmulParams& p) const {
-  return forced_path_ ? forced_path_ == 1 && p.m <= MATMUL_SMALL_M_MAX
-                      : matmul_dispatch_small_m(p.m, p.n, p.k);
+MatmulPath MatmulContext::path(const MatmulParams& p) const {
+  if (forced_) {
+    switch (forced_path_) {
+      case MatmulPath::SmallM:
+        return p.m <= MATMUL_SMALL_M_MAX ? MatmulPath::SmallM : MatmulPath::CublasLt;
+      case MatmulPath::Stream:
+        if (matmul_stream_fits(p.m, p.k)) return MatmulPath::Stream;
+        break;
+      case MatmulPath::CublasLt:
+        return MatmulPath::CublasLt;
+    }
+  }
+  MatmulPath rule = matmul_dispatch_path(p.m, p.n, p.k);
+  if (stream_for_small_ && rule == MatmulPath::SmallM) rule = MatmulPath::Stream;
+  // A shape rule never sends the streaming kernel a shape it cannot take.
+  return rule == MatmulPath::Stream && !matmul_stream_fits(p.m, p.k) ? MatmulPath::SmallM : rule;
 }
 
 cudaError_t MatmulContext::run(const MatmulParams& p) {
-  return uses_small_m(p) ? run_small_m(p) : run_cublaslt(p);
+  switch (path(p)) {
+    case MatmulPath::SmallM:
+      return run_small_m(p);
+    case MatmulPath::Stream:
+      return run_stream(p);
+    default:
+      return run_cublaslt(p);
+  }
 }
 
 namespace {
@@ -444,9 +487,30 @@ cudaError_t MatmulContext::small_m_footprint(const MatmulParams& p, KernelFootpr
   return small_m_dispatch(p, out);
 }
 
+namespace {
+
+cudaError_t stream_dispatch(const MatmulParams& p, int stages, KernelFootprint* footprint) {
+  if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
+  if (p.max_ctas < 0) return cudaErrorInvalidValue;
+  const StreamMatmulArgs a{p.x,   p.ldx, p.w, p.y, p.ldy, p.m, p.n, p.k, p.y_dtype == DType::F32,
+                           p.sync};
+  return launch_matmul_stream(a, p.max_ctas, stages, p.launch, footprint);
+}
+
+}  // namespace
+
+cudaError_t MatmulContext::run_stream(const MatmulParams& p) {
+  return stream_dispatch(p, stream_stages_, nullptr);
+}
+
+cudaError_t MatmulContext::stream_footprint(const MatmulParams& p, KernelFootprint* out) const {
+  return stream_dispatch(p, stream_stages_, out);
+}
+
 cudaError_t MatmulContext::preload_kernels() {
   if (const cudaError_t err = preload_small_m<float>(); err != cudaSuccess) return err;
-  return preload_small_m<bf16>();
+  if (const cudaError_t err = preload_small_m<bf16>(); err != cudaSuccess) return err;
+  return preload_matmul_stream();
 }
 
 // y[m, n] row-major is, in cuBLASLt's column-major terms, C (n x m, ldc = ldy) = op(A) · op(B)

@@ -40,24 +40,35 @@ class MatmulContext {
   MatmulContext(const MatmulContext&) = delete;
   MatmulContext& operator=(const MatmulContext&) = delete;
 
-  // Dispatches on m; returns the launch status. Invalid shapes give cudaErrorInvalidValue.
+  // Dispatches on the shape; returns the launch status. Invalid shapes give
+  // cudaErrorInvalidValue.
   cudaError_t run(const MatmulParams& p);
-  // The path run(p) takes: true for the small-m kernel, false for cuBLASLt.
-  bool uses_small_m(const MatmulParams& p) const;
+  // The path run(p) takes.
+  MatmulPath path(const MatmulParams& p) const;
+  bool uses_small_m(const MatmulParams& p) const { return path(p) == MatmulPath::SmallM; }
 
-  // Forces a path (tests and benchmarks).
+  // Forces a path (tests and benchmarks). run_stream needs m <= 2 and a k whose x fits its
+  // shared memory (matmul_stream_fits, kernels/matmul_dispatch.h), else cudaErrorInvalidValue.
   cudaError_t run_small_m(const MatmulParams& p);
+  cudaError_t run_stream(const MatmulParams& p);
   cudaError_t run_cublaslt(const MatmulParams& p);
 
-  // What run_small_m(p) launches: its grid (with p.max_ctas applied) and occupancy.
+  // What run_small_m(p) / run_stream(p) launch: the grid (with p.max_ctas applied) and occupancy.
   static cudaError_t small_m_footprint(const MatmulParams& p, KernelFootprint* out);
-  // Loads every small-m kernel instantiation (overlap executor start, DESIGN rule 1).
+  cudaError_t stream_footprint(const MatmulParams& p, KernelFootprint* out) const;
+  // Loads every instantiation of megaops' matmul kernels (overlap executor start, DESIGN rule 1)
+  // and gives the streaming kernel its shared memory. The constructor calls it.
   static cudaError_t preload_kernels();
 
  private:
-  // Path forced by MEGAOPS_MATMUL_PATH=small|cublaslt (a developer knob for measuring the two
-  // paths in situ); 0 = dispatch by shape.
-  int forced_path_ = 0;
+  // Path forced by MEGAOPS_MATMUL_PATH=small|stream|cublaslt (a developer knob for measuring the
+  // paths in situ; `stream` falls back to the shape rule where the streaming kernel cannot run);
+  // `stream-for-small`: the streaming kernel where the rule picks the small-m kernel.
+  bool forced_ = false;
+  bool stream_for_small_ = false;
+  MatmulPath forced_path_ = MatmulPath::SmallM;
+  // Ring slots of the streaming kernel (MEGAOPS_STREAM_STAGES; 0 = its default).
+  int stream_stages_ = 0;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

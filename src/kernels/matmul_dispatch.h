@@ -1,6 +1,7 @@
-// Which matmuls the executors run on megaops' small-m kernel and which on cuBLASLt: a pure rule on
-// the shape, shared by the kernels (MatmulContext::uses_small_m) and by the planner, which has to
-// know which ops of an overlap region are vendor GEMMs behind gates (planner/planner.h).
+// Which matmuls the executors run on megaops' small-m kernel, its streaming kernel and cuBLASLt: a
+// pure rule on the shape, shared by the kernels (MatmulContext::uses_small_m) and by the planner,
+// which has to know which ops of an overlap region are vendor GEMMs behind gates
+// (planner/planner.h).
 #pragma once
 
 #include <cstdint>
@@ -10,24 +11,57 @@ namespace megaops {
 // Largest m the small-batch kernel handles; above it the cuBLASLt path is used.
 constexpr int MATMUL_SMALL_M_MAX = 64;
 
-// Measured on the H200 (CUDA graph of 40 launches, weights rotated through 512 MB so they come
-// from HBM; plain read kernel 4.53 TB/s): small-m GB/s is flat from m = 1 to 8, drops ~25% at
-// m = 16 and collapses at 32-64 (x from L2), while cuBLASLt stays at 3.5-4.2 TB/s on the big
-// shapes for every m. At m = 1 cuBLASLt is still 4-13% faster on gate_up, down and the LM head;
-// small-m wins on the O and QKV projections (latency-bound sizes) and is the only path with a PDL
-// weight prologue and a tile function for the overlap runtime. Hence: small-m up to m = 8 for the
-// shapes where it measured faster (k <= 4096 and n <= 8192: the QKV and O projections of the
-// 1B/8B models and anything smaller), cuBLASLt for the long weight streams (gate_up, down, LM
-// head) and above m = 8.
+// The rule, from the H200 (bench/results/2026-11-29-s6-call3: `megaops bench-matmul`, a CUDA graph
+// of 40 dependent launches with the weights rotated through ~1 GB; and the whole conventional step
+// with the paths forced by MEGAOPS_MATMUL_PATH, same run). Standalone at m = 1, cuBLASLt streams
+// the long weights at 85-98% of the HBM read ceiling (gate_up, down, LM head) against 65-81% for
+// the small-m kernel, and is level with or ahead of it on the 8B's QKV / O (16.5 vs 18.0, 13.1 vs
+// 14.2 us). In the step, moving the 8B's QKV and O (k = 4096) to cuBLASLt took llama3.1-8b from
+// 5.069 / 4.856 to 4.786 / 4.740 ms (PDL off / on) and qwen3-8b from 5.225 / 5.013 to 5.083 /
+// 5.001; on the small models (k <= 2048) it lost with PDL (llama3.2-1b 1.045 -> 1.064 ms) or
+// everywhere (qwen3-0.6b 1.190 / 0.971 -> 1.345 / 1.318: cuBLASLt's kernel for a 1024 x 2048 O is
+// slow, 12.4 vs 4.9 us), where the small-m kernel's PDL weight prologue pays. Small-m runs m <= 8
+// at about the same rate (x re-read per 16-row tile costs it at larger m). Hence small-m for
+// m <= 8, k <= 2048, n <= 8192 (the QKV / O projections of the 1B-class models and anything
+// smaller), cuBLASLt for the rest.
 constexpr int MATMUL_DISPATCH_SMALL_M_MAX = 8;
-constexpr int MATMUL_DISPATCH_SMALL_K_MAX = 4096;
+constexpr int MATMUL_DISPATCH_SMALL_K_MAX = 2048;
 constexpr int MATMUL_DISPATCH_SMALL_N_MAX = 8192;
 static_assert(MATMUL_DISPATCH_SMALL_M_MAX <= MATMUL_SMALL_M_MAX);
+
+// Ring slots a launch may ask for (MEGAOPS_STREAM_STAGES, MatmulContext).
+constexpr int MATMUL_STREAM_STAGES_MIN = 2;
+constexpr int MATMUL_STREAM_STAGES_MAX = 16;
+
+// Largest batch the streaming kernel takes (its math runs on CUDA cores, 2 m FLOP per 2-byte
+// weight: at m = 4 it measured 2-2.5x slower than at m = 1 on the 8B shapes, s6-call3).
+constexpr int MATMUL_STREAM_M_MAX = 2;
+// x is staged in shared memory (fp32) once per CTA: m * k * 4 bytes must fit in this.
+constexpr int64_t MATMUL_STREAM_X_BYTES_MAX = 64 * 1024;
+
+// True when the streaming kernel can run this shape (on any GPU with >= 100 KB of opt-in shared
+// memory per block: sm_80 and sm_90).
+// (m is rounded up to the instantiation that runs it: 1 or 2.)
+constexpr bool matmul_stream_fits(int64_t m, int64_t k) {
+  const int64_t kpad = (k + 1023) / 1024 * 1024;
+  const int64_t rows = m <= 1 ? 1 : 2;
+  return m >= 1 && m <= MATMUL_STREAM_M_MAX && rows * kpad * 4 <= MATMUL_STREAM_X_BYTES_MAX;
+}
+
+// The kernels a matmul can run on: megaops' small-m kernel (tensor cores, weights in registers,
+// m <= 64), megaops' weight-streaming kernel (CUDA cores, weights through a shared-memory ring,
+// m <= 2: kernels/matmul_stream.cuh), cuBLASLt. The first two have PDL prologues and overlap
+// hooks; cuBLASLt is a vendor kernel (opaque to the overlap runtime and the planner).
+enum class MatmulPath { SmallM, Stream, CublasLt };
 
 // The default dispatch (no MEGAOPS_MATMUL_PATH override): y[m, n] = x[m, k] * w[n, k]^T.
 constexpr bool matmul_dispatch_small_m(int64_t m, int64_t n, int64_t k) {
   return m <= MATMUL_DISPATCH_SMALL_M_MAX && k <= MATMUL_DISPATCH_SMALL_K_MAX &&
          n <= MATMUL_DISPATCH_SMALL_N_MAX;
+}
+
+constexpr MatmulPath matmul_dispatch_path(int64_t m, int64_t n, int64_t k) {
+  return matmul_dispatch_small_m(m, n, k) ? MatmulPath::SmallM : MatmulPath::CublasLt;
 }
 
 }  // namespace megaops

@@ -84,7 +84,8 @@ RegionGraph single_op_groups(const OpGraph& g) {
 }
 
 bool is_vendor_gemm(const Op& op) {
-  return op.kind == OpKind::Matmul && !matmul_dispatch_small_m(op.m, op.n, op.k);
+  return op.kind == OpKind::Matmul &&
+         matmul_dispatch_path(op.m, op.n, op.k) == MatmulPath::CublasLt;
 }
 
 TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions, Policy policy,

@@ -736,7 +736,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   const int chunks = opt.overlap_vendor_chunks;
   auto matmul_op = [&](const bf16* x, const bf16* w, float* y, int n, int k) {
     const MatmulParams p = matmul_params(x, w, y, DType::F32, b, n, k);
-    if (same_arithmetic && !mmc->uses_small_m(p)) {
+    if (same_arithmetic && mmc->path(p) == MatmulPath::CublasLt) {
       // The conventional step's cuBLASLt call, unmodified: one launch in stream order, or with
       // chunks > 1 behind a gate (kernels/tile_gate.cuh), one call per N range, each signalling
       // its share.
@@ -781,7 +781,14 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       ops.push_back(std::move(op));
       return;
     }
-    // The small-m kernel: the matmul path with hooks.
+    // megaops' own kernels: the matmul paths with hooks, the one the conventional step runs.
+    if (same_arithmetic && mmc->path(p) == MatmulPath::Stream) {
+      add_capped(
+          p,
+          [mmc](const MatmulParams& q, KernelFootprint* f) { return mmc->stream_footprint(q, f); },
+          [mmc](const MatmulParams& q) { return mmc->run_stream(q); });
+      return;
+    }
     add_capped(p, MatmulContext::small_m_footprint,
                [mmc](const MatmulParams& q) { return mmc->run_small_m(q); });
   };

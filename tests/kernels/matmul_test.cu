@@ -10,7 +10,9 @@
 //   doubled k block (≥ 1/16 of a row at the shapes below).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -20,6 +22,7 @@
 #include "gpu_test_util.h"
 #include "kernels/hbm_read.cuh"
 #include "kernels/matmul.cuh"
+#include "kernels/matmul_stream.cuh"
 #include "reference/ops.h"
 
 namespace megaops {
@@ -36,16 +39,21 @@ constexpr double BF16_OUT_TOL = 2e-2;
 constexpr double F32_OUT_TOL = 1e-3;
 constexpr uint16_t BF16_NAN_BITS = 0xffff;
 
-enum class Path { SmallM, CublasLt, Dispatch };
+enum class Path { SmallM, Stream, CublasLt, Dispatch };
 
 const char* path_name(Path p) {
-  return p == Path::SmallM ? "small_m" : p == Path::CublasLt ? "cublaslt" : "dispatch";
+  return p == Path::SmallM     ? "small_m"
+         : p == Path::Stream   ? "stream"
+         : p == Path::CublasLt ? "cublaslt"
+                               : "dispatch";
 }
 
 cudaError_t run_path(MatmulContext& ctx, Path path, const MatmulParams& p) {
   switch (path) {
     case Path::SmallM:
       return ctx.run_small_m(p);
+    case Path::Stream:
+      return ctx.run_stream(p);
     case Path::CublasLt:
       return ctx.run_cublaslt(p);
     default:
@@ -186,6 +194,43 @@ TEST(MatmulTest, SmallMMatchesReferenceOnAwkwardShapes) {
   }
 }
 
+// Sets MEGAOPS_STREAM_STAGES for one MatmulContext's lifetime (it is read by the constructor).
+struct StreamStagesEnv {
+  explicit StreamStagesEnv(int stages) {
+    if (stages > 0) setenv("MEGAOPS_STREAM_STAGES", std::to_string(stages).c_str(), 1);
+  }
+  ~StreamStagesEnv() { unsetenv("MEGAOPS_STREAM_STAGES"); }
+};
+
+// The streaming kernel on every m it takes, k not a multiple of its 1024-wide stage, n not a
+// multiple of its 8-row block, more row blocks than CTAs (n = 4500: 563 blocks), k = 14336 (the 8B
+// down projection: 14 stages per row block), and ring sizes from the smallest to the largest.
+TEST(MatmulTest, StreamMatchesReferenceOnAwkwardShapes) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed() + 7);
+  for (int stages : {0, 2, 3, 16}) {
+    SCOPED_TRACE("stages " + std::to_string(stages));
+    const StreamStagesEnv env(stages);
+    MatmulContext ctx;
+    for (int m = 1; m <= MATMUL_STREAM_M_MAX; ++m) {
+      std::vector<std::array<int, 2>> kn;
+      for (const auto& s : SWEEP_KN) kn.push_back({s[0], s[1]});
+      kn.push_back({14336, 300});
+      kn.push_back({3080, 4500});
+      for (const auto& [k, n] : kn) {
+        if (!matmul_stream_fits(m, k)) continue;
+        const Problem pr(m, n, k, k, n, rng);
+        for (DType t : {DType::BF16, DType::F32}) {
+          for (bool pdl : {false, true}) {
+            SCOPED_TRACE(pdl ? "pdl" : "no pdl");
+            check_path(ctx, pr, Path::Stream, t, pdl);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MatmulTest, CublasLtMatchesReferenceOnAwkwardShapes) {
   MEGAOPS_REQUIRE_GPU();
   std::mt19937_64 rng(test_seed() + 1);
@@ -221,6 +266,7 @@ TEST(MatmulTest, StridedOperands) {
       const Problem pr(m, n, k, k + 24, n + 13, rng);
       for (DType t : {DType::BF16, DType::F32}) {
         if (m <= MATMUL_SMALL_M_MAX) check_path(ctx, pr, Path::SmallM, t, true);
+        if (matmul_stream_fits(m, k)) check_path(ctx, pr, Path::Stream, t, true);
         check_path(ctx, pr, Path::CublasLt, t, false);
       }
     }
@@ -267,8 +313,11 @@ TEST(MatmulTest, PdlChainReadsPredecessorOutputOnlyAfterWait) {
       p2.k = n1;
       p2.launch.stream = stream;
       p2.launch.pdl = true;
-      ASSERT_EQ(ctx.run_small_m(p1), cudaSuccess);
-      ASSERT_EQ(ctx.run_small_m(p2), cudaSuccess);
+      // m = 1: both on the streaming kernel in round 1 (whose CTAs fill their whole ring before
+      // the wait), mixed in round 2.
+      const bool stream1 = m == 1 && round == 1, stream2 = m == 1 && round >= 1;
+      ASSERT_EQ(stream1 ? ctx.run_stream(p1) : ctx.run_small_m(p1), cudaSuccess);
+      ASSERT_EQ(stream2 ? ctx.run_stream(p2) : ctx.run_small_m(p2), cudaSuccess);
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
 
       const std::vector<float> y1_host = from_bf16_bits(y1.download());
@@ -293,32 +342,40 @@ TEST(MatmulTest, GraphCaptureAndReplay) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   Problem small(3, 500, 4096, 4096, 500, rng);
   Problem large(33, 3072, 2048, 2048, 3072, rng);
+  Problem streamed(2, 700, 2056, 2056, 700, rng);
   Output small_out(DType::BF16, small.m, small.ldy);
   Output large_out(DType::F32, large.m, large.ldy);
+  Output stream_out(DType::F32, streamed.m, streamed.ldy);
   const MatmulParams ps = small.params(small_out.buf.ptr, DType::BF16, true, stream);
   const MatmulParams pl = large.params(large_out.buf.ptr, DType::F32, false, stream);
+  const MatmulParams pst = streamed.params(stream_out.buf.ptr, DType::F32, true, stream);
 
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   // Eager warm-up, as an executor does before capturing (loads modules, primes cuBLASLt).
   ASSERT_EQ(ctx.run_small_m(ps), cudaSuccess);
   ASSERT_EQ(ctx.run_cublaslt(pl), cudaSuccess);
+  ASSERT_EQ(ctx.run_stream(pst), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
 
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
   const cudaError_t small_status = ctx.run_small_m(ps);
   const cudaError_t large_status = ctx.run_cublaslt(pl);
+  const cudaError_t stream_status = ctx.run_stream(pst);
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   ASSERT_EQ(small_status, cudaSuccess);
   ASSERT_EQ(large_status, cudaSuccess);
+  ASSERT_EQ(stream_status, cudaSuccess);
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
 
   for (int replay = 0; replay < 3; ++replay) {
     small.refresh_x(rng);
     large.refresh_x(rng);
+    streamed.refresh_x(rng);
     small_out.buf.poison();
     large_out.buf.poison();
+    stream_out.buf.poison();
     // Uploads and memsets ran on the legacy stream, which does not order with a non-blocking one.
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
@@ -326,6 +383,7 @@ TEST(MatmulTest, GraphCaptureAndReplay) {
     SCOPED_TRACE("replay " + std::to_string(replay));
     expect_matches(small, small_out, "graph small_m");
     expect_matches(large, large_out, "graph cublaslt");
+    expect_matches(streamed, stream_out, "graph stream");
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
@@ -370,6 +428,7 @@ TEST(MatmulTest, InvalidParamsReturnInvalidValue) {
   add("y misaligned for f32", [](MatmulParams& p) { p.y = static_cast<char*>(p.y) + 2; });
   for (const Bad& b : bad) {
     EXPECT_EQ(ctx.run_small_m(b.p), cudaErrorInvalidValue) << "small_m: " << b.what;
+    EXPECT_EQ(ctx.run_stream(b.p), cudaErrorInvalidValue) << "stream: " << b.what;
     EXPECT_EQ(ctx.run_cublaslt(b.p), cudaErrorInvalidValue) << "cublaslt: " << b.what;
     EXPECT_EQ(ctx.run(b.p), cudaErrorInvalidValue) << "run: " << b.what;
   }
@@ -377,6 +436,16 @@ TEST(MatmulTest, InvalidParamsReturnInvalidValue) {
   MatmulParams too_many_rows = good;
   too_many_rows.m = MATMUL_SMALL_M_MAX + 1;
   EXPECT_EQ(ctx.run_small_m(too_many_rows), cudaErrorInvalidValue);
+  // Beyond the streaming kernel's: m > 4, or x too large for its shared memory.
+  MatmulParams stream_m = good;
+  stream_m.m = MATMUL_STREAM_M_MAX + 1;
+  EXPECT_EQ(ctx.run_stream(stream_m), cudaErrorInvalidValue);
+  EXPECT_FALSE(matmul_stream_fits(1, 16385));
+  EXPECT_FALSE(matmul_stream_fits(4, 14336));
+  EXPECT_FALSE(matmul_stream_fits(3, 1024));
+  EXPECT_FALSE(matmul_stream_fits(2, 8200));
+  EXPECT_TRUE(matmul_stream_fits(1, 16384));
+  EXPECT_TRUE(matmul_stream_fits(2, 8192));
   // Nothing was launched for the rejected calls, so no error may be pending.
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }

@@ -1,0 +1,36 @@
+// The weight-streaming matmul for decode at batch 1-2 (kernels/matmul_stream.cu): y = x · Wᵀ with
+// W streamed through a ring of shared-memory stages by cp.async, so that each SM keeps ~100 KB of
+// weights in flight without spending registers on them. Reached through MatmulContext
+// (kernels/matmul.cuh), which validates the parameters first; declared here for matmul.cu only.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common.cuh"
+#include "kernels/matmul_dispatch.h"
+#include "kernels/tile_sync.cuh"
+
+namespace megaops {
+
+struct StreamMatmulArgs {
+  const bf16* x;  // [m, ldx]
+  int64_t ldx;
+  const bf16* w;  // [n, k]
+  void* y;        // [m, ldy], bf16 or fp32 (y_f32)
+  int64_t ldy;
+  int m, n, k;
+  bool y_f32;
+  TileSync sync;
+};
+
+// Launches (footprint == null) or describes the launch (footprint set). The caller has validated
+// the parameters (MatmulContext). `stages` (ring slots of 16 KB) = 0 takes the default, 8; any
+// value is clamped to what the GPU's shared memory allows. Shapes that do not fit
+// (matmul_stream_fits) get cudaErrorInvalidValue.
+cudaError_t launch_matmul_stream(const StreamMatmulArgs& a, int max_ctas, int stages,
+                                 const LaunchOptions& opt, KernelFootprint* footprint);
+
+// Loads every instantiation and raises its dynamic shared-memory limit (outside stream capture).
+cudaError_t preload_matmul_stream();
+
+}  // namespace megaops

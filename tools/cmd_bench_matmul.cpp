@@ -1,0 +1,162 @@
+// `megaops bench-matmul`: the decode matmuls of a model, standalone, on each kernel that can run
+// them (small-m, streaming, cuBLASLt), so a dispatch rule is chosen from figures instead of
+// guesses. Each (shape, batch, path) is timed as the step sees it: a CUDA graph of `--launches`
+// dependent launches (PDL off or on), the weights rotated through copies that together exceed the
+// L2 cache several times over, so every launch streams its weights from HBM. Prints us/launch,
+// achieved TB/s and % of the HBM read ceiling measured in the same run; `--json` writes them.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "core/error.h"
+#include "models/model_config.h"
+
+#ifdef MEGAOPS_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/hbm_read.cuh"
+#include "kernels/matmul_bench.h"
+#endif
+#include "kernels/matmul_dispatch.h"
+
+namespace megaops::cli {
+
+namespace {
+
+struct Shape {
+  std::string name;
+  int n, k;
+};
+
+std::vector<Shape> model_matmuls(const ModelConfig& c) {
+  return {{"qkv_proj", c.q_dim() + 2 * c.kv_dim(), c.hidden_size},
+          {"o_proj", c.hidden_size, c.q_dim()},
+          {"gate_up_proj", 2 * c.intermediate_size, c.hidden_size},
+          {"down_proj", c.hidden_size, c.intermediate_size},
+          {"lm_head", c.vocab_size, c.hidden_size}};
+}
+
+}  // namespace
+
+Runner add_bench_matmul(CLI::App& app) {
+  struct Opts {
+    std::string preset = "llama3.1-8b", batches = "1", paths = "small,stream,cublaslt",
+                stages = "0", json_out;
+    int launches = 40, repeats = 5;
+    bool pdl = false;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_option("--preset", o->preset, "architecture whose matmul shapes are timed");
+  app.add_option("--batch", o->batches, "batch sizes m, comma-separated");
+  app.add_option("--paths", o->paths, "kernels to time: small, stream, cublaslt (comma-separated)");
+  app.add_option("--stages", o->stages,
+                 "ring slots of the streaming kernel, comma-separated (0 = its default)");
+  app.add_option("--launches", o->launches, "launches per graph replay");
+  app.add_option("--repeats", o->repeats, "graph replays timed (median)");
+  app.add_flag("--pdl", o->pdl, "launch with programmatic dependent launch");
+  app.add_option("--json", o->json_out, "write the table here");
+  return [o]() -> int {
+#ifdef MEGAOPS_HAVE_CUDA
+    if (!gpu_available()) throw DeviceError("bench-matmul: no CUDA device; it needs a GPU");
+    const ModelConfig cfg = preset_config(o->preset);
+    const std::vector<int> batches = parse_int_list(o->batches, "--batch");
+    const std::vector<int> stage_list = parse_int_list(o->stages, "--stages");
+    std::vector<std::string> paths;
+    for (size_t i = 0; i <= o->paths.size();) {
+      const size_t j = std::min(o->paths.find(',', i), o->paths.size());
+      const std::string p = o->paths.substr(i, j - i);
+      if (p != "small" && p != "stream" && p != "cublaslt")
+        throw_input_error(
+            "--paths", "",
+            "expected small, stream or cublaslt, found '" + p + "' in '" + o->paths + "'");
+      paths.push_back(p);
+      i = j + 1;
+    }
+    for (int m : batches)
+      if (m < 1 || m > 64)
+        throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(m));
+    for (int s : stage_list)
+      if (s != 0 && (s < MATMUL_STREAM_STAGES_MIN || s > MATMUL_STREAM_STAGES_MAX))
+        throw_input_error("--stages", "",
+                          "expected 0 or " + std::to_string(MATMUL_STREAM_STAGES_MIN) + ".." +
+                              std::to_string(MATMUL_STREAM_STAGES_MAX) + ", found " +
+                              std::to_string(s));
+    if (o->launches < 1 || o->repeats < 1)
+      throw_input_error("--launches", "", "--launches and --repeats must be >= 1");
+
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
+      throw DeviceError("bench-matmul: cannot read the device's properties");
+    std::fprintf(stderr, "measuring the HBM read ceiling...\n");
+    const double ceiling_gbps = measure_hbm_read_gbps(size_t{1} << 30, 10);
+    nlohmann::json rows = nlohmann::json::array();
+    std::printf("%-13s %6s %6s %3s %-10s %9s %8s %7s %8s\n", "op", "n", "k", "m", "path",
+                "us/launch", "TB/s", "%ceil", "floor us");
+    for (const Shape& sh : model_matmuls(cfg)) {
+      const double w_bytes = 2.0 * sh.n * sh.k;
+      const double floor_us = w_bytes / ceiling_gbps * 1e-3;
+      for (int m : batches) {
+        for (const std::string& path : paths) {
+          for (int stages : path == "stream" ? stage_list : std::vector<int>{0}) {
+            MatmulBenchCase c;
+            c.m = m;
+            c.n = sh.n;
+            c.k = sh.k;
+            c.path = path;
+            c.stream_stages = stages;
+            c.launches = o->launches;
+            c.repeats = o->repeats;
+            c.pdl = o->pdl;
+            if (!matmul_bench_supported(c)) continue;
+            const MatmulBenchTime t = time_matmul(c);
+            const double tbps = w_bytes / t.median_us * 1e-6;
+            const std::string label =
+                path == "stream" && stages != 0 ? "stream/" + std::to_string(stages) : path;
+            std::printf("%-13s %6d %6d %3d %-10s %9.2f %8.3f %6.1f%% %8.2f\n", sh.name.c_str(),
+                        sh.n, sh.k, m, label.c_str(), t.median_us, tbps,
+                        100 * tbps * 1e3 / ceiling_gbps, floor_us);
+            std::fflush(stdout);
+            rows.push_back({{"op", sh.name},
+                            {"n", sh.n},
+                            {"k", sh.k},
+                            {"m", m},
+                            {"path", path},
+                            {"stages", stages},
+                            {"us_per_launch", t.median_us},
+                            {"us_min", t.min_us},
+                            {"us_max", t.max_us},
+                            {"weight_copies", t.weight_copies},
+                            {"tb_per_s", tbps},
+                            {"floor_us", floor_us}});
+          }
+        }
+      }
+    }
+    if (!o->json_out.empty()) {
+      const char* sha = std::getenv("MEGAOPS_GIT_SHA");
+      nlohmann::json j = {{"gpu", prop.name},
+                          {"preset", o->preset},
+                          {"git_sha", sha ? sha : "unknown"},
+                          {"date_utc", utc_now()},
+                          {"hbm_read_ceiling_gbps", ceiling_gbps},
+                          {"pdl", o->pdl},
+                          {"launches_per_graph", o->launches},
+                          {"rows", rows}};
+      std::ofstream f(o->json_out);
+      if (!f) throw Error("cannot write " + o->json_out);
+      f << j.dump(1) << "\n";
+    }
+    return 0;
+#else
+    throw DeviceError("bench-matmul: this build has no CUDA support");
+#endif
+  };
+}
+
+}  // namespace megaops::cli
