@@ -6,13 +6,17 @@
 # minutes on an H200: run it detached across two device calls (bench/results/2026-11-29-s5-call2
 # has the call script of round 1).
 #   BIN=.carry/x/NAME scripts/planner_protocol.sh OUTDIR
+# A subset when device time is short (the report says which cases ran):
+#   PROTOCOL_PRESETS="llama3.2-1b llama3.1-8b" PROTOCOL_BATCHES="1 8" scripts/planner_protocol.sh OUTDIR
 set -u
 P=$1
+PRESETS=${PROTOCOL_PRESETS:-llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b}
+BATCHES=${PROTOCOL_BATCHES:-1 8 32 64}
 BIN=${BIN:-.carry/bin}
 export MEGAOPS_GIT_SHA=$(cat "$BIN/GIT_SHA" 2>/dev/null || echo unknown)
 mkdir -p "$P/profiles" "$P/pools" "$P/measured"
-for preset in llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b; do
-  for b in 1 8 32 64; do
+for preset in $PRESETS; do
+  for b in $BATCHES; do
     echo "== profile $preset b$b ($(date -u +%T))"
     "$BIN/megaops" profile --preset "$preset" --batch "$b" \
       --json "$P/profiles/profile_${preset}_b$b.json" > "$P/profiles/profile_${preset}_b$b.log" 2>&1 ||
@@ -21,7 +25,7 @@ for preset in llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b; do
 done
 echo "== plan ($(date -u +%T))"
 python3 scripts/validate_planner.py plan --megaops "$BIN/megaops" --profiles "$P/profiles" \
-  --out "$P/pools" --batches 1 8 32 64
+  --out "$P/pools" --presets $PRESETS --batches $BATCHES
 echo "== measure ($(date -u +%T))"
 python3 scripts/validate_planner.py measure --megaops "$BIN/megaops" --pools "$P/pools" \
   --out "$P/measured"
