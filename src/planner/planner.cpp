@@ -659,19 +659,17 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
     p.res.sim_tasks += k.tasks;
   }
 
-  // The conventional regions of a plan that also has overlap regions run on the overlap
-  // executor (CostModel::overlap_serial_op_us).
+  // A plan with any overlap region runs every op of the step on the overlap executor, as an
+  // overlap kernel (CostModel::overlap_serial_op_us).
   if (cost.overlap_serial_op_us > 0)
     for (Candidate& c : cands) {
-      int conventional_ops = 0;
+      int ops = 0;
       bool any_other = false;
       for (const Region& r : c.regions) {
-        if (r.backend == Backend::Conventional)
-          conventional_ops += r.last_op - r.first_op + 1;
-        else
-          any_other = true;
+        ops += r.last_op - r.first_op + 1;
+        any_other |= r.backend != Backend::Conventional;
       }
-      if (any_other) c.predicted_us += cost.overlap_serial_op_us * conventional_ops;
+      if (any_other) c.predicted_us += cost.overlap_serial_op_us * ops;
     }
 
   // Reasons: what each non-conventional region gains over running its ops conventionally, and

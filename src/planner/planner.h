@@ -45,10 +45,14 @@ struct CostModel {
   // completed; nothing after it in the region is issued before it completes (a barrier: one
   // boundary), and that barrier is the next op's wait. Applies with overlap_tensor_waits.
   bool overlap_vendor_gemms = false;
-  // A plan with any overlap region runs the whole step on the overlap executor, its conventional
-  // regions as serial regions of overlap kernels (a counter wait and a signal each, in stream
-  // order): each of their ops costs this much more than in the conventional step. Measured by
-  // `megaops profile` (StepFigures::serial_overlap_op_us); 0 = not modelled.
+  // A plan with any overlap region runs the whole step on the overlap executor: every op, in its
+  // conventional regions (serial regions, in stream order) and in its overlap regions alike, is an
+  // overlap kernel (a step read, a counter wait and a signal where the sync plan needs them) and
+  // costs this much more than in the conventional step, on top of what the simulation models
+  // for overlap regions (handoffs, budgets, prefetch). Measured by `megaops profile` in stream
+  // order (StepFigures::serial_overlap_op_us); 0 = not modelled. Round 2 of the validation
+  // applied it to conventional regions only and under-predicted every overlap candidate by
+  // 4-16% (docs/planner-validation.md).
   double overlap_serial_op_us = 0;
   bool overlap_supported = true;      // executor_supports for overlap regions
   bool fixed_split_supported = true;  // executor_supports for the fixed-split sharing policy

@@ -263,10 +263,10 @@ TEST(Planner, BarrierWinsWhenOverlapStarvesABandwidthBoundOp) {
   EXPECT_NEAR(best.predicted_us, r.baseline_us, 1e-9);
 }
 
-// A plan with an overlap region runs its conventional regions on the overlap executor: each of
-// their ops costs CostModel::overlap_serial_op_us more; all-conventional and all-overlap plans
-// pay nothing. And the baseline's rank is reported (the validation pool always measures it).
-TEST(Planner, ConventionalOpsInsideOverlapPlansPayTheSerialCost) {
+// A plan with an overlap region runs every op on the overlap executor: each op, in conventional
+// and overlap regions alike, costs CostModel::overlap_serial_op_us more; the all-conventional plan
+// pays nothing. And the baseline's rank is reported (the validation pool always measures it).
+TEST(Planner, EveryOpOfAnOverlapPlanPaysTheSerialCost) {
   CostModel cost = chain_cost();
   const OpGraph g = two_ops(synthetic("producer", 10, 1.0, 2000, cost.machine),
                             synthetic("consumer", 10, 1.0, 3000, cost.machine), true);
@@ -277,24 +277,27 @@ TEST(Planner, ConventionalOpsInsideOverlapPlansPayTheSerialCost) {
   cost.overlap_serial_op_us = 5.0;
   const PlanResult with = plan(g, ServiceTable(), opt, cost, &rg);
   ASSERT_EQ(base.ranked.size(), with.ranked.size());
-  int checked_mixed = 0;
+  int checked_mixed = 0, checked_all_overlap = 0;
   for (const Candidate& c : with.ranked) {
     const auto same = std::find_if(base.ranked.begin(), base.ranked.end(),
                                    [&](const Candidate& b) { return b.label == c.label; });
     ASSERT_NE(same, base.ranked.end()) << c.label;
-    int conventional_ops = 0;
+    int ops = 0, conventional_ops = 0;
     bool other = false;
     for (const Region& r : c.regions) {
+      ops += r.last_op - r.first_op + 1;
       if (r.backend == Backend::Conventional)
         conventional_ops += r.last_op - r.first_op + 1;
       else
         other = true;
     }
-    EXPECT_NEAR(c.predicted_us - same->predicted_us, other ? 5.0 * conventional_ops : 0.0, 1e-9)
-        << c.label;
+    EXPECT_EQ(ops, static_cast<int>(g.ops.size())) << c.label;
+    EXPECT_NEAR(c.predicted_us - same->predicted_us, other ? 5.0 * ops : 0.0, 1e-9) << c.label;
     checked_mixed += other && conventional_ops > 0;
+    checked_all_overlap += other && conventional_ops == 0;
   }
   EXPECT_GT(checked_mixed, 0);
+  EXPECT_GT(checked_all_overlap, 0);
   for (const PlanResult* r : {&base, &with}) {
     ASSERT_GE(r->baseline_rank, 0);
     const Candidate& b = r->ranked[r->baseline_rank];
