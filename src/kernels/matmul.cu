@@ -365,6 +365,20 @@ namespace {
 constexpr size_t LT_WORKSPACE_BYTES = size_t{32} << 20;
 }  // namespace
 
+namespace {
+std::string stream_stages_range() {
+  return "expected an integer in [" + std::to_string(MATMUL_STREAM_STAGES_MIN) + ", " +
+         std::to_string(MATMUL_STREAM_STAGES_MAX) + "]";
+}
+}  // namespace
+
+void MatmulContext::set_stream_stages(int stages) {
+  if (stages != 0 && (stages < MATMUL_STREAM_STAGES_MIN || stages > MATMUL_STREAM_STAGES_MAX))
+    throw InputError("stream stages: 0 (the default) or " + stream_stages_range() + ", found " +
+                     std::to_string(stages));
+  stream_stages_ = stages;
+}
+
 // MEGAOPS_CUBLAS_CHECK would name cublasGetStatusString, which lives in libcublas; megaops links
 // only libcublasLt, so the constructor reports through cublasLtGetStatusString instead.
 MatmulContext::MatmulContext() {
@@ -400,9 +414,7 @@ MatmulContext::MatmulContext() {
     char* end = nullptr;
     const long v = std::strtol(env, &end, 10);
     if (*end != '\0' || v < MATMUL_STREAM_STAGES_MIN || v > MATMUL_STREAM_STAGES_MAX)
-      fail("MEGAOPS_STREAM_STAGES: expected an integer in [" +
-           std::to_string(MATMUL_STREAM_STAGES_MIN) + ", " +
-           std::to_string(MATMUL_STREAM_STAGES_MAX) + "], found '" + env + "'");
+      fail("MEGAOPS_STREAM_STAGES: " + stream_stages_range() + ", found '" + env + "'");
     stream_stages_ = static_cast<int>(v);
   }
   if (const cudaError_t err = preload_kernels(); err != cudaSuccess) {

@@ -56,6 +56,11 @@ class MatmulContext {
   // What run_small_m(p) / run_stream(p) launch: the grid (with p.max_ctas applied) and occupancy.
   static cudaError_t small_m_footprint(const MatmulParams& p, KernelFootprint* out);
   cudaError_t stream_footprint(const MatmulParams& p, KernelFootprint* out) const;
+  // Ring slots of the streaming kernel for later launches: 0 (its default) or
+  // MATMUL_STREAM_STAGES_MIN..MAX, else InputError. MEGAOPS_STREAM_STAGES sets it at construction.
+  void set_stream_stages(int stages);
+  int stream_stages() const { return stream_stages_; }
+
   // Loads every instantiation of megaops' matmul kernels (overlap executor start, DESIGN rule 1)
   // and gives the streaming kernel its shared memory. The constructor calls it.
   static cudaError_t preload_kernels();

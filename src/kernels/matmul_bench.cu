@@ -1,6 +1,5 @@
 // Standalone matmul timing (see matmul_bench.h).
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -56,29 +55,6 @@ struct GraphOwner {
   }
 };
 
-// MEGAOPS_STREAM_STAGES for the lifetime of one MatmulContext (its constructor reads it), and
-// back to what it was afterwards.
-struct StagesEnv {
-  std::string saved;
-  bool had = false;
-  explicit StagesEnv(int stages) {
-    if (const char* v = std::getenv("MEGAOPS_STREAM_STAGES")) {
-      had = true;
-      saved = v;
-    }
-    if (stages > 0)
-      setenv("MEGAOPS_STREAM_STAGES", std::to_string(stages).c_str(), 1);
-    else
-      unsetenv("MEGAOPS_STREAM_STAGES");
-  }
-  ~StagesEnv() {
-    if (had)
-      setenv("MEGAOPS_STREAM_STAGES", saved.c_str(), 1);
-    else
-      unsetenv("MEGAOPS_STREAM_STAGES");
-  }
-};
-
 }  // namespace
 
 bool matmul_bench_supported(const MatmulBenchCase& c) {
@@ -110,8 +86,8 @@ MatmulBenchTime time_matmul(const MatmulBenchCase& c) {
   MEGAOPS_CUDA_CHECK(cudaGetLastError());
   MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());
 
-  const StagesEnv env(c.path == "stream" ? c.stream_stages : 0);
   MatmulContext ctx;
+  if (c.path == "stream") ctx.set_stream_stages(c.stream_stages);
   StreamOwner stream;
   auto launch = [&](int i) {
     MatmulParams p;

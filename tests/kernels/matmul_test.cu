@@ -194,14 +194,6 @@ TEST(MatmulTest, SmallMMatchesReferenceOnAwkwardShapes) {
   }
 }
 
-// Sets MEGAOPS_STREAM_STAGES for one MatmulContext's lifetime (it is read by the constructor).
-struct StreamStagesEnv {
-  explicit StreamStagesEnv(int stages) {
-    if (stages > 0) setenv("MEGAOPS_STREAM_STAGES", std::to_string(stages).c_str(), 1);
-  }
-  ~StreamStagesEnv() { unsetenv("MEGAOPS_STREAM_STAGES"); }
-};
-
 // The streaming kernel on every m it takes, k not a multiple of its 1024-wide stage, n not a
 // multiple of its 8-row block, more row blocks than CTAs (n = 4500: 563 blocks), k = 14336 (the 8B
 // down projection: 14 stages per row block), and ring sizes from the smallest to the largest.
@@ -210,8 +202,8 @@ TEST(MatmulTest, StreamMatchesReferenceOnAwkwardShapes) {
   std::mt19937_64 rng(test_seed() + 7);
   for (int stages : {0, 2, 3, 16}) {
     SCOPED_TRACE("stages " + std::to_string(stages));
-    const StreamStagesEnv env(stages);
     MatmulContext ctx;
+    ctx.set_stream_stages(stages);
     for (int m = 1; m <= MATMUL_STREAM_M_MAX; ++m) {
       std::vector<std::array<int, 2>> kn;
       for (const auto& s : SWEEP_KN) kn.push_back({s[0], s[1]});
@@ -446,8 +438,58 @@ TEST(MatmulTest, InvalidParamsReturnInvalidValue) {
   EXPECT_FALSE(matmul_stream_fits(2, 8200));
   EXPECT_TRUE(matmul_stream_fits(1, 16384));
   EXPECT_TRUE(matmul_stream_fits(2, 8192));
+  EXPECT_THROW(ctx.set_stream_stages(1), InputError);
+  EXPECT_THROW(ctx.set_stream_stages(MATMUL_STREAM_STAGES_MAX + 1), InputError);
+  ctx.set_stream_stages(MATMUL_STREAM_STAGES_MIN);
+  EXPECT_EQ(ctx.stream_stages(), MATMUL_STREAM_STAGES_MIN);
   // Nothing was launched for the rejected calls, so no error may be pending.
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// The developer knobs: a bad value is one InputError naming the variable; `stream-for-small` and
+// `stream` route as documented (kernels/matmul.cuh), the default follows matmul_dispatch_path.
+TEST(MatmulTest, EnvironmentKnobs) {
+  MEGAOPS_REQUIRE_GPU();
+  struct Env {
+    const char* name;
+    Env(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+    ~Env() { unsetenv(name); }
+  };
+  auto expect_error = [](const char* var, const char* value) {
+    const Env env(var, value);
+    try {
+      MatmulContext ctx;
+      ADD_FAILURE() << var << "=" << value << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(var), std::string::npos) << e.what();
+    }
+  };
+  expect_error("MEGAOPS_MATMUL_PATH", "bogus");
+  expect_error("MEGAOPS_STREAM_STAGES", "1");
+  expect_error("MEGAOPS_STREAM_STAGES", "4x");
+  auto path_of = [](int m, int n, int k) {
+    MatmulContext ctx;
+    MatmulParams p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    return ctx.path(p);
+  };
+  EXPECT_EQ(path_of(1, 3072, 2048), MatmulPath::SmallM);
+  EXPECT_EQ(path_of(1, 6144, 4096), MatmulPath::CublasLt);
+  EXPECT_EQ(path_of(16, 3072, 2048), MatmulPath::CublasLt);
+  {
+    const Env env("MEGAOPS_MATMUL_PATH", "stream-for-small");
+    EXPECT_EQ(path_of(1, 3072, 2048), MatmulPath::Stream);
+    EXPECT_EQ(path_of(1, 6144, 4096), MatmulPath::CublasLt);
+    EXPECT_EQ(path_of(4, 3072, 2048), MatmulPath::SmallM);  // m > 2: the streaming kernel cannot
+  }
+  {
+    const Env env("MEGAOPS_MATMUL_PATH", "stream");
+    EXPECT_EQ(path_of(1, 128256, 4096), MatmulPath::Stream);
+    EXPECT_EQ(path_of(1, 4096, 14336), MatmulPath::Stream);
+    EXPECT_EQ(path_of(1, 4096, 20000), MatmulPath::CublasLt);  // x too large: the rule decides
+  }
 }
 
 TEST(HbmReadTest, MeasuresFinitePositiveBandwidth) {
