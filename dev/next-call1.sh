@@ -20,6 +20,15 @@ for b in main minbar; do
   MEGAOPS_GIT_SHA=$(cat .carry/x/$b/GIT_SHA) timeout $(left 470) .carry/x/$b/megaops profile \
     --preset llama3.1-8b --batch 1 --json $O/profile_${b}_llama3.1-8b_b1.json >> $O/run_$b.log 2>&1
 done
+# Issue 2 (8B PDL on): QKV / O on the streaming kernel (4 ring slots) vs cuBLASLt in the step;
+# with PDL the streaming kernel measured ahead standalone (O 11.2 vs 13.1 us, QKV 15.4 vs 16.5).
+for shapes in none "6144x4096,4096x4096"; do
+  env=()
+  [ "$shapes" != none ] && env=(MEGAOPS_MATMUL_STREAM_SHAPES=$shapes)
+  env "${env[@]}" MEGAOPS_GIT_SHA=$(cat .carry/x/main/GIT_SHA) timeout $(left 540) \
+    .carry/x/main/megaops bench --preset llama3.1-8b --batch 1 --prompt 32 --gen 128 --repeats 3 \
+    --pdl both --json $O/bench_8b_stream_shapes_${shapes//,/_}.json >> $O/run_main.log 2>&1
+done
 cp $O/run_*.log "$OUT/" 2>/dev/null
 tar czf "$OUT/all.tgz" -C $O .
 echo "call done after $(( $(date +%s) - t0 )) s"

@@ -2,14 +2,14 @@
 # Everything that needs the GPU, in one run (device time is scarce): GPU unit tests, full-model
 # logits against HF transformers on the same GPU, and the decode benchmark. Binaries come prebuilt
 # in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
-#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [profile] [ab] [tp] [soak]
-#     [trace] [ncu] [ncu_matmul] [sanitize]
+#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [matmul] [profile] [ab] [tp]
+#     [soak] [trace] [ncu] [ncu_matmul] [sanitize]
 #   (default: tests overlap hf bench)
 # Knobs (environment): BIN, OUT, TEST_FILTER, OVERLAP_TEST_FILTER, OVERLAP_PRESETS,
 # OVERLAP_BATCHES, OVERLAP_STREAMS, OVERLAP_ENVS, OVERLAP_FLAGS, TP_PRESETS, TP_SIZES, TP_BATCHES,
 # TP_REDUCES, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, PROFILE_BATCHES, AB_BINS, AB_ENVS,
 # AB_PRESETS, AB_BATCHES, AB_BACKEND, SOAK_*, SANITIZE_TOOLS, SANITIZE_FILTER, SANITIZE_LIMIT,
-# TRACE_PRESETS.
+# TRACE_PRESETS, MATMUL_PRESETS, MATMUL_BATCHES, MATMUL_STAGES.
 # `ab` benchmarks other builds (AB_BINS) or settings (AB_ENVS) beside this one. `tests` runs every
 # GPU test except the overlap executor's, which `overlap` runs under a time limit (a hang there
 # must not eat the device call) together with the overlap benchmark.
@@ -142,6 +142,21 @@ if want sanitize; then
     [ $rc -eq 0 ] || status=1
   done
 fi
+# matmul: each preset's decode matmuls standalone on every matmul kernel (`megaops bench-matmul`),
+# the figures behind kernels/matmul_dispatch.h; PDL off, then on.
+if want matmul; then
+  for preset in ${MATMUL_PRESETS:-llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b}; do
+    for pdl in off on; do
+      log "bench-matmul $preset, PDL $pdl"
+      flag=()
+      [ "$pdl" = on ] && flag=(--pdl)
+      "$BIN/megaops" bench-matmul --preset "$preset" --batch "${MATMUL_BATCHES:-1,8}" \
+        --stages "${MATMUL_STAGES:-0,2,4}" "${flag[@]}" \
+        --json "$OUT/bench_matmul_${preset}_pdl_$pdl.json" || status=1
+    done
+  done
+fi
+
 # profile: per-op profiles of the conventional step, profile_<preset>_b<batch>.json, the planner's
 # inputs (scripts/validate_planner.py reads that naming). For the protocol's frozen profiles:
 # PROFILE_PRESETS="llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b" PROFILE_BATCHES="1 8 32 64".

@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "core/cuda_check.h"
 #include "kernels/matmul.cuh"
@@ -417,6 +419,26 @@ MatmulContext::MatmulContext() {
       fail("MEGAOPS_STREAM_STAGES: " + stream_stages_range() + ", found '" + env + "'");
     stream_stages_ = static_cast<int>(v);
   }
+  // MEGAOPS_MATMUL_STREAM_SHAPES="NxK,NxK": these weight shapes on the streaming kernel (where it
+  // fits), the rest by the rule; for measuring one op's kernel in the step.
+  if (const char* env = std::getenv("MEGAOPS_MATMUL_STREAM_SHAPES"); env != nullptr) {
+    const std::string v = env;
+    for (size_t i = 0; i < v.size();) {
+      const size_t j = std::min(v.find(',', i), v.size());
+      const std::string item = v.substr(i, j - i);
+      int n = 0, k = 0;
+      char x = 0;
+      char tail = 0;
+      if (std::sscanf(item.c_str(), "%d%c%d%c", &n, &x, &k, &tail) != 3 || x != 'x' || n < 1 ||
+          k < 1)
+        fail(
+            "MEGAOPS_MATMUL_STREAM_SHAPES: expected a comma-separated list of NxK (e.g. "
+            "4096x4096), found '" +
+            item + "' in '" + v + "'");
+      stream_shapes_.push_back({n, k});
+      i = j + 1;
+    }
+  }
   if (const cudaError_t err = preload_kernels(); err != cudaSuccess) {
     cudaFree(workspace_);
     cublasLtDestroy(handle_);
@@ -449,10 +471,13 @@ MatmulPath MatmulContext::path(const MatmulParams& p) const {
         return MatmulPath::CublasLt;
     }
   }
-  MatmulPath rule = matmul_dispatch_path(p.m, p.n, p.k);
-  if (stream_for_small_ && rule == MatmulPath::SmallM) rule = MatmulPath::Stream;
-  // A shape rule never sends the streaming kernel a shape it cannot take.
-  return rule == MatmulPath::Stream && !matmul_stream_fits(p.m, p.k) ? MatmulPath::SmallM : rule;
+  const MatmulPath rule = matmul_dispatch_path(p.m, p.n, p.k);
+  bool stream = rule == MatmulPath::Stream || (stream_for_small_ && rule == MatmulPath::SmallM);
+  for (const auto& [n, k] : stream_shapes_) stream |= n == p.n && k == p.k;
+  if (stream && matmul_stream_fits(p.m, p.k)) return MatmulPath::Stream;
+  // Where the streaming kernel cannot take the shape, the rule's choice (small-m for a rule that
+  // named the streaming kernel).
+  return rule == MatmulPath::Stream ? MatmulPath::SmallM : rule;
 }
 
 cudaError_t MatmulContext::run(const MatmulParams& p) {

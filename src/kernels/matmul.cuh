@@ -6,6 +6,8 @@
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/common.cuh"
@@ -71,6 +73,8 @@ class MatmulContext {
   // `stream-for-small`: the streaming kernel where the rule picks the small-m kernel.
   bool forced_ = false;
   bool stream_for_small_ = false;
+  // MEGAOPS_MATMUL_STREAM_SHAPES: (n, k) of the weights put on the streaming kernel.
+  std::vector<std::pair<int, int>> stream_shapes_;
   MatmulPath forced_path_ = MatmulPath::SmallM;
   // Ring slots of the streaming kernel (MEGAOPS_STREAM_STAGES; 0 = its default).
   int stream_stages_ = 0;

@@ -13,11 +13,13 @@
 // (8B O 12.9 vs 14.2 us, gate_up 66.5 vs 74.7, LM head 276 vs 298; with PDL, O 11.2 vs 13.7 and
 // QKV 15.4 vs 16.1), but behind cuBLASLt on every long weight stream (8B gate_up 66.5 vs 56.7 us,
 // LM head 276 vs 247: cuBLASLt reaches 85-98% of the HBM ceiling there), and in the whole step it
-// did not beat the default (llama3.1-8b 4.806 vs 4.740 ms with QKV / O on cuBLASLt, PDL on). Fewer
-// ring slots measured faster (2-4 of 16 KB beat 6-12), which the bytes-in-flight argument above
-// does not explain; the first version, ~92 instructions per 16-byte chunk, was issue-bound (ncu:
-// 45% of issue slots with 8 warps), the second halves that. What is left to try: tensor-core math
-// on the staged tile (ldmatrix + mma) to free the issue slots, and 16 warps per CTA.
+// did not beat the default (llama3.1-8b 4.806 vs 4.740 ms with QKV / O on cuBLASLt, PDL on; that
+// run used 8 ring slots). Fewer ring slots measured faster (2-4 of 16 KB beat 6-12), which the
+// bytes-in-flight argument above does not explain; the first version, ~92 instructions per
+// 16-byte chunk, was issue-bound (ncu: 45% of issue slots with 8 warps), the second halves that
+// (about 100 instructions per warp per 16 KB stage, ~16% of the issue slots at the measured rate),
+// so the second is not issue-bound either. What is left to try: 16 warps per CTA, tensor-core
+// math on the staged tile (ldmatrix + mma), and ncu on the second version.
 //
 // Work split. A row block is ST_ROWS = 8 rows of W (one per warp) over the whole k; a stage is
 // one row block's 8 x 1024 slice (16 KB, 8 runs of 2 KB, each copied by four warp instructions of
@@ -48,7 +50,9 @@ constexpr int ST_STAGE_BYTES = ST_STAGE_ELEMS * 2;               // 16 KB
 constexpr int ST_ROW_CHUNKS = ST_KC / 8;                         // 16-byte chunks per row per stage
 constexpr int ST_COPIES = ST_ROWS * ST_ROW_CHUNKS / ST_THREADS;  // cp.async per thread per stage
 constexpr int ST_LANE_CHUNKS = ST_ROW_CHUNKS / 32;               // chunks per lane per stage
-constexpr int ST_DEFAULT_STAGES = 8;
+// 4: measured as fast as or faster than 6-12 on every model shape (s6-call3), 2-3 within noise of
+// it.
+constexpr int ST_DEFAULT_STAGES = 4;
 constexpr int ST_MIN_STAGES = MATMUL_STREAM_STAGES_MIN;
 constexpr int ST_MAX_STAGES = MATMUL_STREAM_STAGES_MAX;
 static_assert(ST_ROWS * ST_ROW_CHUNKS % ST_THREADS == 0 && ST_ROW_CHUNKS % 32 == 0);

@@ -24,7 +24,7 @@ struct StreamMatmulArgs {
 };
 
 // Launches (footprint == null) or describes the launch (footprint set). The caller has validated
-// the parameters (MatmulContext). `stages` (ring slots of 16 KB) = 0 takes the default, 8; any
+// the parameters (MatmulContext). `stages` (ring slots of 16 KB) = 0 takes the default, 4; any
 // value is clamped to what the GPU's shared memory allows. Shapes that do not fit
 // (matmul_stream_fits) get cudaErrorInvalidValue.
 cudaError_t launch_matmul_stream(const StreamMatmulArgs& a, int max_ctas, int stages,

@@ -467,6 +467,9 @@ TEST(MatmulTest, EnvironmentKnobs) {
   expect_error("MEGAOPS_MATMUL_PATH", "bogus");
   expect_error("MEGAOPS_STREAM_STAGES", "1");
   expect_error("MEGAOPS_STREAM_STAGES", "4x");
+  expect_error("MEGAOPS_MATMUL_STREAM_SHAPES", "4096x");
+  expect_error("MEGAOPS_MATMUL_STREAM_SHAPES", "4096x4096,12");
+  expect_error("MEGAOPS_MATMUL_STREAM_SHAPES", "4096x4096x1");
   auto path_of = [](int m, int n, int k) {
     MatmulContext ctx;
     MatmulParams p;
@@ -489,6 +492,13 @@ TEST(MatmulTest, EnvironmentKnobs) {
     EXPECT_EQ(path_of(1, 128256, 4096), MatmulPath::Stream);
     EXPECT_EQ(path_of(1, 4096, 14336), MatmulPath::Stream);
     EXPECT_EQ(path_of(1, 4096, 20000), MatmulPath::CublasLt);  // x too large: the rule decides
+  }
+  {
+    const Env env("MEGAOPS_MATMUL_STREAM_SHAPES", "6144x4096,4096x4096");
+    EXPECT_EQ(path_of(1, 6144, 4096), MatmulPath::Stream);
+    EXPECT_EQ(path_of(1, 4096, 4096), MatmulPath::Stream);
+    EXPECT_EQ(path_of(1, 4096, 14336), MatmulPath::CublasLt);
+    EXPECT_EQ(path_of(8, 4096, 4096), MatmulPath::CublasLt);  // m > 2: the rule decides
   }
 }
 
