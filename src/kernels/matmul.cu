@@ -439,11 +439,13 @@ MatmulContext::MatmulContext() {
       i = j + 1;
     }
   }
-  if (const cudaError_t err = preload_kernels(); err != cudaSuccess) {
+  // Only the streaming kernel's attributes (its shared memory): the small-m kernels keep the
+  // driver's L1 / shared split in the conventional step (their x reads go through L1); the
+  // overlap executor asks for the shared-memory carveout of every kernel itself (preload_kernels).
+  if (const cudaError_t err = preload_matmul_stream(); err != cudaSuccess) {
     cudaFree(workspace_);
     cublasLtDestroy(handle_);
-    throw_cuda_error("MatmulContext::preload_kernels()", cudaGetErrorString(err), __FILE__,
-                     __LINE__);
+    throw_cuda_error("preload_matmul_stream()", cudaGetErrorString(err), __FILE__, __LINE__);
   }
 }
 

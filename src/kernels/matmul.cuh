@@ -63,8 +63,9 @@ class MatmulContext {
   void set_stream_stages(int stages);
   int stream_stages() const { return stream_stages_; }
 
-  // Loads every instantiation of megaops' matmul kernels (overlap executor start, DESIGN rule 1)
-  // and gives the streaming kernel its shared memory. The constructor calls it.
+  // Loads every instantiation of megaops' matmul kernels and asks for the shared-memory carveout
+  // (overlap executor start, DESIGN rule 1). The constructor does this for the streaming kernel
+  // only (its shared memory), so the conventional step's small-m kernels keep the driver's split.
   static cudaError_t preload_kernels();
 
  private:
