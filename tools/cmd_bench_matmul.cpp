@@ -62,8 +62,7 @@ Runner add_bench_matmul(CLI::App& app) {
   app.add_flag("--pdl", o->pdl, "launch with programmatic dependent launch");
   app.add_option("--json", o->json_out, "write the table here");
   return [o]() -> int {
-#ifdef MEGAOPS_HAVE_CUDA
-    if (!gpu_available()) throw DeviceError("bench-matmul: no CUDA device; it needs a GPU");
+    // Options first, so a bad one gets its error line on any machine.
     const ModelConfig cfg = preset_config(o->preset);
     const std::vector<int> batches = parse_int_list(o->batches, "--batch");
     const std::vector<int> stage_list = parse_int_list(o->stages, "--stages");
@@ -87,9 +86,12 @@ Runner add_bench_matmul(CLI::App& app) {
                           "expected 0 or " + std::to_string(MATMUL_STREAM_STAGES_MIN) + ".." +
                               std::to_string(MATMUL_STREAM_STAGES_MAX) + ", found " +
                               std::to_string(s));
-    if (o->launches < 1 || o->repeats < 1)
-      throw_input_error("--launches", "", "--launches and --repeats must be >= 1");
-
+    if (o->launches < 1)
+      throw_input_error("--launches", "", "expected >= 1, found " + std::to_string(o->launches));
+    if (o->repeats < 1)
+      throw_input_error("--repeats", "", "expected >= 1, found " + std::to_string(o->repeats));
+#ifdef MEGAOPS_HAVE_CUDA
+    if (!gpu_available()) throw DeviceError("bench-matmul: no CUDA device; it needs a GPU");
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
       throw DeviceError("bench-matmul: cannot read the device's properties");
@@ -154,6 +156,7 @@ Runner add_bench_matmul(CLI::App& app) {
     }
     return 0;
 #else
+    (void)cfg;
     throw DeviceError("bench-matmul: this build has no CUDA support");
 #endif
   };

@@ -202,6 +202,22 @@ TEST(Cli, PlanPicksARunnableCandidateAndWritesJson) {
   fs::remove(out);
 }
 
+// bench-matmul checks its options before it looks for a GPU: each bad one is one error line
+// naming the option, exit status 1, on any machine.
+TEST(Cli, BenchMatmulBadOptions) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--paths small,bogus", "--paths"}, {"--stages 1", "--stages"},
+      {"--stages 0,17", "--stages"},      {"--batch 0", "--batch"},
+      {"--batch 1,x", "--batch"},         {"--launches 0", "--launches"},
+      {"--repeats 0", "--repeats"},       {"--preset no-such-model", "no-such-model"}};
+  for (const auto& [args, names] : cases) {
+    const Result r = run_cli(std::string("bench-matmul ") + args);
+    EXPECT_EQ(r.status, 1) << args << ": " << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(names), std::string::npos) << args << ": " << r.out;
+  }
+}
+
 TEST(Cli, PlanWithMissingProfile) {
   const Result r = run_cli("plan --preset llama3.2-1b --profile /nonexistent/profile.json");
   EXPECT_EQ(r.status, 1) << r.out;
