@@ -56,6 +56,13 @@ cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }
 
+// An attribute of the current device (launchers size their grids by its SM count).
+inline cudaError_t current_device_attribute(cudaDeviceAttr attr, int* value) {
+  int device = 0;
+  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+  return cudaDeviceGetAttribute(value, attr, device);
+}
+
 inline unsigned ceil_div(unsigned a, unsigned b) {
   return (a + b - 1) / b;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/cuda_check.h"
+#include "core/cuda_owners.h"
 #include "core/error.h"
 #include "kernels/hbm_read.cuh"
 
@@ -46,34 +47,14 @@ __global__ void __launch_bounds__(READ_THREADS)
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
-// RAII owners so that a throw in the middle of a measurement frees what it allocated.
-struct DeviceAlloc {
-  void* ptr = nullptr;
-  ~DeviceAlloc() { cudaFree(ptr); }
-};
-struct Event {
-  cudaEvent_t e = nullptr;
-  ~Event() {
-    if (e) cudaEventDestroy(e);
-  }
-};
-struct Stream {
-  cudaStream_t s = nullptr;
-  ~Stream() {
-    if (s) cudaStreamDestroy(s);
-  }
-};
-
 }  // namespace
 
 cudaError_t hbm_read(const HbmReadParams& p) {
   if (p.data == nullptr || p.sink == nullptr || p.bytes < 16 || p.bytes % 16 != 0 ||
       reinterpret_cast<uintptr_t>(p.data) % 16 != 0)
     return cudaErrorInvalidValue;
-  int device = 0, sm_count = 0;
-  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
-  if (const cudaError_t err =
-          cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+  int sm_count = 0;
+  if (const cudaError_t err = current_device_attribute(cudaDevAttrMultiProcessorCount, &sm_count);
       err != cudaSuccess)
     return err;
   const size_t n_vec = p.bytes / 16;
@@ -90,16 +71,10 @@ double measure_hbm_read_gbps(size_t bytes, int iterations) {
   if (bytes < 16 || iterations < 1)
     throw InputError("measure_hbm_read_gbps: need bytes >= 16 and iterations >= 1, got " +
                      std::to_string(bytes) + " and " + std::to_string(iterations));
-  DeviceAlloc buf, sink;
-  MEGAOPS_CUDA_CHECK(cudaMalloc(&buf.ptr, bytes));
-  MEGAOPS_CUDA_CHECK(cudaMalloc(&sink.ptr, sizeof(unsigned)));
+  CudaMemory buf(bytes), sink(sizeof(unsigned));
   // Touch every page before timing, and give the data a value the sink test never matches.
   MEGAOPS_CUDA_CHECK(cudaMemset(buf.ptr, 0x5a, bytes));
-  Stream stream;
-  MEGAOPS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking));
-  Event start, stop;
-  MEGAOPS_CUDA_CHECK(cudaEventCreate(&start.e));
-  MEGAOPS_CUDA_CHECK(cudaEventCreate(&stop.e));
+  CudaStream stream;
 
   HbmReadParams p;
   p.data = buf.ptr;
@@ -109,15 +84,8 @@ double measure_hbm_read_gbps(size_t bytes, int iterations) {
   constexpr int WARMUP = 2;
   for (int i = 0; i < WARMUP; ++i) MEGAOPS_CUDA_CHECK(hbm_read(p));
 
-  std::vector<float> ms(iterations);
-  for (int i = 0; i < iterations; ++i) {
-    MEGAOPS_CUDA_CHECK(cudaEventRecord(start.e, stream.s));
-    MEGAOPS_CUDA_CHECK(hbm_read(p));
-    MEGAOPS_CUDA_CHECK(cudaEventRecord(stop.e, stream.s));
-    MEGAOPS_CUDA_CHECK(cudaEventSynchronize(stop.e));
-    MEGAOPS_CUDA_CHECK(cudaEventElapsedTime(&ms[i], start.e, stop.e));
-  }
-  std::sort(ms.begin(), ms.end());
+  const std::vector<float> ms =
+      timed_runs_ms(stream.s, iterations, [&] { MEGAOPS_CUDA_CHECK(hbm_read(p)); });
   const double median_ms =
       iterations % 2 ? ms[iterations / 2] : 0.5 * (ms[iterations / 2 - 1] + ms[iterations / 2]);
   return static_cast<double>(bytes) / (median_ms * 1e-3) / 1e9;

@@ -384,30 +384,19 @@ void MatmulContext::set_stream_stages(int stages) {
 // MEGAOPS_CUBLAS_CHECK would name cublasGetStatusString, which lives in libcublas; megaops links
 // only libcublasLt, so the constructor reports through cublasLtGetStatusString instead.
 MatmulContext::MatmulContext() {
-  const cublasStatus_t st = cublasLtCreate(&handle_);
-  if (st != CUBLAS_STATUS_SUCCESS)
-    throw_cuda_error("cublasLtCreate(&handle_)", cublasLtGetStatusString(st), __FILE__, __LINE__);
-  const cudaError_t err = cudaMalloc(&workspace_, LT_WORKSPACE_BYTES);
-  if (err != cudaSuccess) {
-    cublasLtDestroy(handle_);
-    throw_cuda_error("cudaMalloc(cuBLASLt workspace)", cudaGetErrorString(err), __FILE__, __LINE__);
-  }
-  workspace_bytes_ = LT_WORKSPACE_BYTES;
-  // Releases what the constructor took before reporting a bad environment or a failed preload.
-  auto fail = [this](const std::string& what) {
-    cudaFree(workspace_);
-    cublasLtDestroy(handle_);
-    throw InputError(what);
-  };
+  // The environment and the streaming kernel's attributes first: nothing to release on an error.
   if (const char* path = std::getenv("MEGAOPS_MATMUL_PATH")) {
     const std::string v = path;
-    forced_ = v == "small" || v == "stream" || v == "cublaslt";
-    forced_path_ = v == "stream"     ? MatmulPath::Stream
-                   : v == "cublaslt" ? MatmulPath::CublasLt
-                                     : MatmulPath::SmallM;
-    stream_for_small_ = v == "stream-for-small";
-    if (!forced_ && !stream_for_small_ && !v.empty() && v != "auto")
-      fail(
+    if (v == "small")
+      forced_path_ = MatmulPath::SmallM;
+    else if (v == "stream")
+      forced_path_ = MatmulPath::Stream;
+    else if (v == "cublaslt")
+      forced_path_ = MatmulPath::CublasLt;
+    else if (v == "stream-for-small")
+      stream_for_small_ = true;
+    else if (!v.empty() && v != "auto")
+      throw InputError(
           "MEGAOPS_MATMUL_PATH: expected small, stream, cublaslt, stream-for-small or auto, "
           "found '" +
           v + "'");
@@ -416,7 +405,7 @@ MatmulContext::MatmulContext() {
     char* end = nullptr;
     const long v = std::strtol(env, &end, 10);
     if (*end != '\0' || v < MATMUL_STREAM_STAGES_MIN || v > MATMUL_STREAM_STAGES_MAX)
-      fail("MEGAOPS_STREAM_STAGES: " + stream_stages_range() + ", found '" + env + "'");
+      throw InputError("MEGAOPS_STREAM_STAGES: " + stream_stages_range() + ", found '" + env + "'");
     stream_stages_ = static_cast<int>(v);
   }
   // MEGAOPS_MATMUL_STREAM_SHAPES="NxK,NxK": these weight shapes on the streaming kernel (where it
@@ -431,7 +420,7 @@ MatmulContext::MatmulContext() {
       char tail = 0;
       if (std::sscanf(item.c_str(), "%d%c%d%c", &n, &x, &k, &tail) != 3 || x != 'x' || n < 1 ||
           k < 1)
-        fail(
+        throw InputError(
             "MEGAOPS_MATMUL_STREAM_SHAPES: expected a comma-separated list of NxK (e.g. "
             "4096x4096), found '" +
             item + "' in '" + v + "'");
@@ -442,11 +431,16 @@ MatmulContext::MatmulContext() {
   // Only the streaming kernel's attributes (its shared memory): the small-m kernels keep the
   // driver's L1 / shared split in the conventional step (their x reads go through L1); the
   // overlap executor asks for the shared-memory carveout of every kernel itself (preload_kernels).
-  if (const cudaError_t err = preload_matmul_stream(); err != cudaSuccess) {
-    cudaFree(workspace_);
+  MEGAOPS_CUDA_CHECK(preload_matmul_stream());
+  const cublasStatus_t st = cublasLtCreate(&handle_);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw_cuda_error("cublasLtCreate(&handle_)", cublasLtGetStatusString(st), __FILE__, __LINE__);
+  const cudaError_t err = cudaMalloc(&workspace_, LT_WORKSPACE_BYTES);
+  if (err != cudaSuccess) {
     cublasLtDestroy(handle_);
-    throw_cuda_error("preload_matmul_stream()", cudaGetErrorString(err), __FILE__, __LINE__);
+    throw_cuda_error("cudaMalloc(cuBLASLt workspace)", cudaGetErrorString(err), __FILE__, __LINE__);
   }
+  workspace_bytes_ = LT_WORKSPACE_BYTES;
 }
 
 MatmulContext::~MatmulContext() {
@@ -462,24 +456,16 @@ MatmulContext::~MatmulContext() {
 // the rule: kernels/matmul_dispatch.h (the planner reads it too).
 
 MatmulPath MatmulContext::path(const MatmulParams& p) const {
-  if (forced_) {
-    switch (forced_path_) {
-      case MatmulPath::SmallM:
-        return p.m <= MATMUL_SMALL_M_MAX ? MatmulPath::SmallM : MatmulPath::CublasLt;
-      case MatmulPath::Stream:
-        if (matmul_stream_fits(p.m, p.k)) return MatmulPath::Stream;
-        break;
-      case MatmulPath::CublasLt:
-        return MatmulPath::CublasLt;
-    }
-  }
+  if (forced_path_ == MatmulPath::SmallM)
+    return p.m <= MATMUL_SMALL_M_MAX ? MatmulPath::SmallM : MatmulPath::CublasLt;
+  if (forced_path_ == MatmulPath::CublasLt) return MatmulPath::CublasLt;
+  // The rule picks small-m or cuBLASLt; the knobs move shapes to the streaming kernel where it
+  // can take them, else the rule's choice stands.
   const MatmulPath rule = matmul_dispatch_path(p.m, p.n, p.k);
-  bool stream = rule == MatmulPath::Stream || (stream_for_small_ && rule == MatmulPath::SmallM);
+  bool stream =
+      forced_path_ == MatmulPath::Stream || (stream_for_small_ && rule == MatmulPath::SmallM);
   for (const auto& [n, k] : stream_shapes_) stream |= n == p.n && k == p.k;
-  if (stream && matmul_stream_fits(p.m, p.k)) return MatmulPath::Stream;
-  // Where the streaming kernel cannot take the shape, the rule's choice (small-m for a rule that
-  // named the streaming kernel).
-  return rule == MatmulPath::Stream ? MatmulPath::SmallM : rule;
+  return stream && matmul_stream_fits(p.m, p.k) ? MatmulPath::Stream : rule;
 }
 
 cudaError_t MatmulContext::run(const MatmulParams& p) {
@@ -499,10 +485,8 @@ namespace {
 cudaError_t small_m_dispatch(const MatmulParams& p, KernelFootprint* footprint) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
   if (p.m > MATMUL_SMALL_M_MAX || p.max_ctas < 0) return cudaErrorInvalidValue;
-  int device = 0, sm_count = 0;
-  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
-  if (const cudaError_t err =
-          cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+  int sm_count = 0;
+  if (const cudaError_t err = current_device_attribute(cudaDevAttrMultiProcessorCount, &sm_count);
       err != cudaSuccess)
     return err;
   const SmallMArgs a{p.x, p.ldx, p.w, p.y, p.ldy, p.m, p.n, p.k, p.sync};

@@ -6,6 +6,7 @@
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -72,11 +73,10 @@ class MatmulContext {
   // Path forced by MEGAOPS_MATMUL_PATH=small|stream|cublaslt (a developer knob for measuring the
   // paths in situ; `stream` falls back to the shape rule where the streaming kernel cannot run);
   // `stream-for-small`: the streaming kernel where the rule picks the small-m kernel.
-  bool forced_ = false;
+  std::optional<MatmulPath> forced_path_;
   bool stream_for_small_ = false;
   // MEGAOPS_MATMUL_STREAM_SHAPES: (n, k) of the weights put on the streaming kernel.
   std::vector<std::pair<int, int>> stream_shapes_;
-  MatmulPath forced_path_ = MatmulPath::SmallM;
   // Ring slots of the streaming kernel (MEGAOPS_STREAM_STAGES; 0 = its default).
   int stream_stages_ = 0;
   cublasLtHandle_t handle_ = nullptr;

@@ -243,14 +243,12 @@ __global__ void __launch_bounds__(ST_THREADS, 1)
 // static shared memory), and the device's SM count.
 template <typename Kernel>
 cudaError_t dynamic_smem_room(Kernel kernel, int* room, int* sm_count) {
-  int device = 0, optin = 0;
-  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
-  if (const cudaError_t err =
-          cudaDeviceGetAttribute(sm_count, cudaDevAttrMultiProcessorCount, device);
+  int optin = 0;
+  if (const cudaError_t err = current_device_attribute(cudaDevAttrMultiProcessorCount, sm_count);
       err != cudaSuccess)
     return err;
   if (const cudaError_t err =
-          cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+          current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, &optin);
       err != cudaSuccess)
     return err;
   cudaFuncAttributes attr;

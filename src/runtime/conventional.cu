@@ -736,7 +736,9 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   const int chunks = opt.overlap_vendor_chunks;
   auto matmul_op = [&](const bf16* x, const bf16* w, float* y, int n, int k) {
     const MatmulParams p = matmul_params(x, w, y, DType::F32, b, n, k);
-    if (same_arithmetic && mmc->path(p) == MatmulPath::CublasLt) {
+    // The conventional step's path, or with the v0 arithmetic always the small-m kernel.
+    const MatmulPath path = same_arithmetic ? mmc->path(p) : MatmulPath::SmallM;
+    if (path == MatmulPath::CublasLt) {
       // The conventional step's cuBLASLt call, unmodified: one launch in stream order, or with
       // chunks > 1 behind a gate (kernels/tile_gate.cuh), one call per N range, each signalling
       // its share.
@@ -782,7 +784,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       return;
     }
     // megaops' own kernels: the matmul paths with hooks, the one the conventional step runs.
-    if (same_arithmetic && mmc->path(p) == MatmulPath::Stream) {
+    if (path == MatmulPath::Stream) {
       add_capped(
           p,
           [mmc](const MatmulParams& q, KernelFootprint* f) { return mmc->stream_footprint(q, f); },
