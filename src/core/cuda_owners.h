@@ -31,7 +31,9 @@ struct CudaStream {
 
 struct CudaEvent {
   cudaEvent_t e = nullptr;
-  CudaEvent() { MEGAOPS_CUDA_CHECK(cudaEventCreate(&e)); }
+  explicit CudaEvent(unsigned flags = cudaEventDefault) {
+    MEGAOPS_CUDA_CHECK(cudaEventCreateWithFlags(&e, flags));
+  }
   ~CudaEvent() { cudaEventDestroy(e); }
   CudaEvent(const CudaEvent&) = delete;
   CudaEvent& operator=(const CudaEvent&) = delete;

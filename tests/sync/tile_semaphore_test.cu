@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda_owners.h"
 #include "gpu_test_util.h"
 #include "sync/error_record.h"
 #include "sync/tile_semaphore.cuh"
@@ -158,22 +159,6 @@ __global__ void advance_step_kernel(uint32_t* step) {
 }
 
 // ---- host helpers ----
-
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { MEGAOPS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-};
-
-struct Event {
-  cudaEvent_t e = nullptr;
-  Event() { MEGAOPS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)); }
-  ~Event() { cudaEventDestroy(e); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-};
 
 // Rule 1 of DESIGN.md: load every kernel before a waiting kernel can run, so a producer never
 // needs a lazy module load while its consumer spins (that deadlocked on the H200 here).
@@ -343,7 +328,7 @@ TEST(TileSemaphore, ProducerConsumerRandomized) {
   DeviceBuffer<uint32_t> out(static_cast<size_t>(MAX_TILES) * std::max(MAX_ELEMS, MAX_ROWS));
   DeviceBuffer<uint32_t> counters(MAX_TILES);
   DeviceBuffer<int> order(static_cast<size_t>(MAX_TILES) * MAX_PARTS);
-  Stream producer_stream, consumer_stream;
+  CudaStream producer_stream, consumer_stream;
 
   // Log-uniform in [1, hi]: small grids and tile counts (most contention per CTA) come up often.
   auto log_uniform = [&](int hi) {
@@ -516,8 +501,9 @@ TEST(TileSemaphore, GraphReplaysOnMonotonicCounters) {
   gemv_args.rotation = 5;
   gemv_args.op = OP_GEMV;
 
-  Stream s0, s1, s2;
-  Event fork, join1, join2;
+  CudaStream s0, s1, s2;
+  CudaEvent fork(cudaEventDisableTiming), join1(cudaEventDisableTiming),
+      join2(cudaEventDisableTiming);
   cudaGraph_t graph = nullptr;
   MEGAOPS_CUDA_CHECK(cudaStreamBeginCapture(s0.s, cudaStreamCaptureModeThreadLocal));
   MEGAOPS_CUDA_CHECK(cudaMemsetAsync(out_copy.ptr, 0xff, out_copy.n * sizeof(uint32_t), s0.s));
