@@ -36,6 +36,38 @@ BudgetOp step_advance() {
   return fixed(1, 1);
 }
 
+// A random overlap step for the property tests: n ops (cappable, fixed, opaque in the given
+// proportions out of 10; occupancies 1..8), new regions now and then, a quarter of them serial,
+// step_advance last; opaque ops stream-ordered half the time when `stream_ordered`. `serial`
+// receives the regions' flags.
+std::vector<BudgetOp> random_step(std::mt19937_64& rng, int n, int cappable_of_10, int fixed_of_10,
+                                  int max_cappable_full, int max_fixed_ctas, bool stream_ordered,
+                                  std::vector<char>& serial) {
+  std::vector<BudgetOp> ops;
+  serial.assign(1, rng() % 4 == 0);
+  int region = 0;
+  for (int k = 0; k < n; ++k) {
+    if (k > 0 && rng() % 25 == 0) {
+      ++region;
+      serial.push_back(rng() % 4 == 0);
+    }
+    const int occ = 1 + static_cast<int>(rng() % 8);
+    const int kind = static_cast<int>(rng() % 10);
+    BudgetOp op = kind < cappable_of_10
+                      ? cappable(occ, 1 + static_cast<int>(rng() % max_cappable_full))
+                  : kind < cappable_of_10 + fixed_of_10
+                      ? fixed(occ, 1 + static_cast<int>(rng() % max_fixed_ctas))
+                      : fixed(1, 1, /*opaque=*/true);
+    op.stream_ordered = stream_ordered && op.opaque && rng() % 2 == 0;
+    op.region = region;
+    ops.push_back(op);
+  }
+  BudgetOp last = step_advance();
+  last.region = region;
+  ops.push_back(last);
+  return ops;
+}
+
 // Two matmul-like kernels of occupancy 3 at W = 2: the first's window holds the second, whose
 // load must stay within SMs x (1 - 1/3) = 88 SMs' worth, i.e. at most 264 CTAs. Its cap shrinks
 // by 20% per pass from 396: 316, then 253. The second's window is empty: the first keeps 396.
@@ -92,26 +124,8 @@ TEST(OverlapBudget, EveryWindowHoldsOnRandomSteps) {
   for (int trial = 0; trial < 2000; ++trial) {
     const int n = 2 + static_cast<int>(rng() % 120);
     const int W = 1 + static_cast<int>(rng() % 8);
-    std::vector<BudgetOp> ops;
     std::vector<char> serial;
-    int region = 0;
-    serial.push_back(rng() % 4 == 0);
-    for (int k = 0; k < n; ++k) {
-      if (k > 0 && rng() % 25 == 0) {
-        ++region;
-        serial.push_back(rng() % 4 == 0);
-      }
-      const int occ = 1 + static_cast<int>(rng() % 8);
-      const int kind = static_cast<int>(rng() % 10);
-      BudgetOp op = kind < 6   ? cappable(occ, 1 + static_cast<int>(rng() % (4 * SMS)))
-                    : kind < 9 ? fixed(occ, 1 + static_cast<int>(rng() % (3 * SMS)))
-                               : fixed(1, 1, /*opaque=*/true);
-      op.region = region;
-      ops.push_back(op);
-    }
-    BudgetOp last = step_advance();
-    last.region = region;
-    ops.push_back(last);
+    std::vector<BudgetOp> ops = random_step(rng, n, 6, 3, 4 * SMS, 3 * SMS, false, serial);
     choose_overlap_budgets(ops, serial, W, SMS);
     const std::string what = "trial " + std::to_string(trial);
     for (size_t o = 0; o + 1 < ops.size(); ++o) {
@@ -183,26 +197,8 @@ TEST(OverlapSyncPlan, EveryPairOrderedOnRandomSteps) {
   for (int trial = 0; trial < 2000; ++trial) {
     const int n = 2 + static_cast<int>(rng() % 120);
     const int W = 1 + static_cast<int>(rng() % 8);
-    std::vector<BudgetOp> ops;
-    std::vector<char> serial = {static_cast<char>(rng() % 4 == 0)};
-    int region = 0;
-    for (int k = 0; k < n; ++k) {
-      if (k > 0 && rng() % 25 == 0) {
-        ++region;
-        serial.push_back(rng() % 4 == 0);
-      }
-      const int kind = static_cast<int>(rng() % 10);
-      BudgetOp op =
-          kind < 6   ? cappable(1 + static_cast<int>(rng() % 8), 1 + static_cast<int>(rng() % 400))
-          : kind < 8 ? fixed(1 + static_cast<int>(rng() % 8), 1 + static_cast<int>(rng() % 300))
-                     : fixed(1, 1, /*opaque=*/true);
-      op.stream_ordered = op.opaque && rng() % 2 == 0;
-      op.region = region;
-      ops.push_back(op);
-    }
-    BudgetOp last = step_advance();
-    last.region = region;
-    ops.push_back(last);
+    std::vector<char> serial;
+    std::vector<BudgetOp> ops = random_step(rng, n, 6, 2, 400, 300, true, serial);
     choose_overlap_budgets(ops, serial, W, SMS);
     const std::vector<OverlapSyncOp> p = overlap_sync_plan(ops, serial, W);
     const std::string what = "trial " + std::to_string(trial);
