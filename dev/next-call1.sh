@@ -6,12 +6,8 @@
 # overlap step (four presets, batch 1 and 32) one after the other, and the profile of
 # llama3.1-8b batch 1 with each (its serial_overlap_step_us is the barrier cost's direct measure).
 # Everything in $OUT/all.tgz.
-set -u
-t0=$(date +%s)
-left() { echo $(( $1 - ($(date +%s) - t0) )); }
+. dev/call_lib.sh
 mkdir -p .carry/x && tar xJf .carry/pack.tar.xz -C .carry/x
-export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-O=/tmp/o; mkdir -p $O
 OUT=$O/minbar OVERLAP_TEST_LIMIT=200 OVERLAP_BATCHES=1,32 BIN=.carry/x/minbar \
   timeout $(left 300) scripts/gpu_run.sh overlap > $O/run_minbar.log 2>&1
 OUT=$O/main OVERLAP_TEST_FILTER=NoSuch.Test OVERLAP_BATCHES=1,32 BIN=.carry/x/main \
@@ -30,5 +26,4 @@ for shapes in none "6144x4096,4096x4096"; do
     --pdl both --json $O/bench_8b_stream_shapes_${shapes//,/_}.json >> $O/run_main.log 2>&1
 done
 cp $O/run_*.log "$OUT/" 2>/dev/null
-tar czf "$OUT/all.tgz" -C $O .
-echo "call done after $(( $(date +%s) - t0 )) s"
+call_finish

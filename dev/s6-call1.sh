@@ -2,12 +2,8 @@
 # Sixth session, device call 1, on ONE H200 (only `nvidia-h200` is lent): next-call1.sh without the
 # TP half (needs two GPUs), main and sync one after the other instead of side by side.
 # Carry .carry/pack.tar.xz (main, sync, wide of 69b74d4). Everything in $OUT/all.tgz.
-set -u
-t0=$(date +%s)
-left() { echo $(( $1 - ($(date +%s) - t0) )); }
+. dev/call_lib.sh
 mkdir -p .carry/x && tar xJf .carry/pack.tar.xz -C .carry/x
-export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-O=/tmp/o; mkdir -p $O
 plan=dev/plans/llama3.2-1b_b1_embedding_overlap.json
 # sync: the overlap tests (bit-equal, stress, replays, watchdog, regions) and its overlap bench.
 OUT=$O/sync OVERLAP_TEST_LIMIT=200 OVERLAP_BATCHES=1,32 BIN=.carry/x/sync \
@@ -23,5 +19,4 @@ timeout $(left 460) .carry/x/main/megaops profile --preset llama3.2-1b --batch 1
   --json $O/profile_llama3.2-1b_b1.json >> $O/run_main.log 2>&1
 OUT=$O/ncu BIN=.carry/x/main timeout $(left 585) scripts/gpu_run.sh ncu_matmul > $O/run_ncu.log 2>&1
 cp $O/run_*.log "$OUT/" 2>/dev/null
-tar czf "$OUT/all.tgz" -C $O .
-echo "call done after $(( $(date +%s) - t0 )) s"
+call_finish

@@ -5,15 +5,10 @@
 # ring sizes 4 / 8 / 12); the conventional step with MEGAOPS_MATMUL_PATH=stream against the
 # default in the same run; the overlap tests and bench on the streaming path (its hooks); ncu of
 # one streaming launch. Everything in $OUT/all.tgz.
-set -u
-t0=$(date +%s)
-left() { echo $(( $1 - ($(date +%s) - t0) )); }
-export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. dev/call_lib.sh
 BIN=${BIN:-.carry/bin}
 export MEGAOPS_GIT_SHA=$(cat $BIN/GIT_SHA)
-O=/tmp/o; mkdir -p $O
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > $O/gpu.txt
-log() { echo "== $* ($(date +%T))" | tee -a $O/run.log; }
 log "matmul tests"
 timeout $(left 90) $BIN/megaops_gpu_tests --gtest_filter='MatmulTest.*' > $O/matmul_tests.log 2>&1
 tail -3 $O/matmul_tests.log | tee -a $O/run.log
@@ -47,5 +42,4 @@ MEGAOPS_MATMUL_PATH=stream timeout -k 5 $(left 585) ncu --clock-control none \
   ncu --import $O/ncu_stream.ncu-rep --page details > $O/ncu_stream.txt 2>&1
 log "done"
 cp $O/run.log "$OUT/"
-tar czf "$OUT/all.tgz" -C $O .
-echo "call done after $(( $(date +%s) - t0 )) s"
+call_finish

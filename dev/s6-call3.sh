@@ -4,15 +4,10 @@
 # against small-m and cuBLASLt standalone (ring sizes 2-8, PDL off and on), then the whole
 # conventional step with QKV / O moved to cuBLASLt (MEGAOPS_MATMUL_PATH=cublaslt) or to the
 # streaming kernel (stream-for-small) against the default, same run. Carry .carry/bin.
-set -u
-t0=$(date +%s)
-left() { echo $(( $1 - ($(date +%s) - t0) )); }
-export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. dev/call_lib.sh
 BIN=${BIN:-.carry/bin}
 export MEGAOPS_GIT_SHA=$(cat $BIN/GIT_SHA)
-O=/tmp/o; mkdir -p $O
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > $O/gpu.txt
-log() { echo "== $* ($(date +%T))" | tee -a $O/run.log; }
 log "matmul tests"
 timeout $(left 90) $BIN/megaops_gpu_tests --gtest_filter='MatmulTest.*' > $O/matmul_tests.log 2>&1
 tail -3 $O/matmul_tests.log | tee -a $O/run.log
@@ -38,5 +33,4 @@ MEGAOPS_MATMUL_PATH=stream-for-small MEGAOPS_WATCHDOG_MS=2000 timeout -k 5 $(lef
 grep -E "^\[  (PASSED|FAILED) |FAILED" $O/overlap_tests_sfs.log | tail -12 | tee -a $O/run.log
 log "done"
 cp $O/run.log "$OUT/"
-tar czf "$OUT/all.tgz" -C $O .
-echo "call done after $(( $(date +%s) - t0 )) s"
+call_finish
