@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "graph/op_graph.h"
 #include "models/model_config.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
@@ -34,12 +35,13 @@ struct Shape {
   int n, k;
 };
 
+// The step's distinct matmuls (layer 0's and the LM head), from the op graph the planner uses.
 std::vector<Shape> model_matmuls(const ModelConfig& c) {
-  return {{"qkv_proj", c.q_dim() + 2 * c.kv_dim(), c.hidden_size},
-          {"o_proj", c.hidden_size, c.q_dim()},
-          {"gate_up_proj", 2 * c.intermediate_size, c.hidden_size},
-          {"down_proj", c.hidden_size, c.intermediate_size},
-          {"lm_head", c.vocab_size, c.hidden_size}};
+  std::vector<Shape> out;
+  for (const Op& op : build_decode_graph(c, "bench-matmul", 1, 1).ops)
+    if (op.kind == OpKind::Matmul && op.layer <= 0)
+      out.push_back({op.name, static_cast<int>(op.n), static_cast<int>(op.k)});
+  return out;
 }
 
 }  // namespace
