@@ -662,15 +662,10 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
   // A plan with any overlap region runs every op of the step on the overlap executor, as an
   // overlap kernel (CostModel::overlap_serial_op_us).
   if (cost.overlap_serial_op_us > 0)
-    for (Candidate& c : cands) {
-      int ops = 0;
-      bool any_other = false;
-      for (const Region& r : c.regions) {
-        ops += r.last_op - r.first_op + 1;
-        any_other |= r.backend != Backend::Conventional;
-      }
-      if (any_other) c.predicted_us += cost.overlap_serial_op_us * ops;
-    }
+    for (Candidate& c : cands)
+      if (std::any_of(c.regions.begin(), c.regions.end(),
+                      [](const Region& r) { return r.backend != Backend::Conventional; }))
+        c.predicted_us += cost.overlap_serial_op_us * static_cast<double>(g.ops.size());
 
   // Reasons: what each non-conventional region gains over running its ops conventionally, and
   // what co-running adds over the same cover run serially.
