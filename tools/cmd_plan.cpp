@@ -105,13 +105,13 @@ Runner add_plan(CLI::App& app) {
                             : table.load_profile_json(text, p, cost.machine.workers);
       std::fprintf(stderr, "plan: %s: %d service-table entries\n", p.c_str(), added);
     }
-    // What the ops of conventional regions cost on the overlap executor, when the profile of
-    // exactly this step measured it (docs/planner-validation.md, round 1).
+    // What every op of a plan with an overlap region costs more on the overlap executor, when
+    // the profile of exactly this step measured it (docs/planner-validation.md, rounds 1-2).
     if (const auto fig = table.step_figures(g, cost.dtype, cost.gpu)) {
       if (fig->serial_overlap_op_us >= 0) cost.overlap_serial_op_us = fig->serial_overlap_op_us;
       std::fprintf(stderr,
                    "plan: %s: %.2f us per op of event overhead taken off the profile; "
-                   "conventional ops inside overlap plans cost %.2f us more\n",
+                   "every op of an overlap plan costs %.2f us more\n",
                    fig->source.c_str(), fig->event_overhead_us, cost.overlap_serial_op_us);
     }
     const PlanResult r = plan(g, table, popt, cost);

@@ -4,8 +4,8 @@
 // batch, backend, GPU. Beside them, two whole-step times as `bench` measures them (graph
 // replays, no events): the conventional step (`graph_step_us`, which the planner calibrates to:
 // each event between ops costs a few microseconds) and the overlap executor running the whole
-// step as one serial region (`serial_overlap_step_us`: what the ops of a conventional region
-// cost inside a plan that has overlap regions). docs/planner-validation.md, round 1.
+// step as one serial region (`serial_overlap_step_us`: what every op costs more inside a plan
+// that has overlap regions), both over `--gen` steps. docs/planner-validation.md, rounds 1-3.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -53,7 +53,9 @@ Runner add_profile(CLI::App& app) {
     ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
       print_progress("loading " + src.name, d, t);
     });
-    ex.prefill(make_prompts(src.cfg, o->batch, o->prompt, o->seed));
+    const std::vector<std::vector<int>> prompts =
+        make_prompts(src.cfg, o->batch, o->prompt, o->seed);
+    ex.prefill(prompts);
     ex.profile_decode_steps(o->steps);  // warm-up: first replays pay for cold caches
     const auto times = ex.profile_decode_steps(o->steps);
     std::map<std::string, std::pair<double, int>> by_op;
@@ -71,8 +73,6 @@ Runner add_profile(CLI::App& app) {
       std::printf("%-26s %10.1f %8d %6.1f%% %12.2f\n", op.c_str(), v.first, v.second,
                   100 * v.first / total, v.first / v.second);
     std::printf("%-26s %10.1f %8zu\n", "total (graph, no PDL)", total, times.size());
-    const std::vector<std::vector<int>> prompts =
-        make_prompts(src.cfg, o->batch, o->prompt, o->seed);
     ex.set_pdl(false);
     // Over --gen steps, as `bench` measures a candidate: round 2 of the validation timed 32 here
     // and under-predicted every measured step by 1-5% (the longer context of 128 steps).
