@@ -1,7 +1,6 @@
 // Which matmuls the executors run on megaops' small-m kernel, its streaming kernel and cuBLASLt: a
-// pure rule on the shape, shared by the kernels (MatmulContext::uses_small_m) and by the planner,
-// which has to know which ops of an overlap region are vendor GEMMs behind gates
-// (planner/planner.h).
+// pure rule on the shape, shared by the kernels (MatmulContext::path) and by the planner,
+// which has to know which ops of an overlap region are vendor GEMMs (planner/planner.h).
 #pragma once
 
 #include <cstdint>
@@ -36,14 +35,16 @@ constexpr int MATMUL_STREAM_STAGES_MAX = 16;
 // Largest batch the streaming kernel takes (its math runs on CUDA cores, 2 m FLOP per 2-byte
 // weight: at m = 4 it measured 2-2.5x slower than at m = 1 on the 8B shapes, s6-call3).
 constexpr int MATMUL_STREAM_M_MAX = 2;
-// x is staged in shared memory (fp32) once per CTA: m * k * 4 bytes must fit in this.
+// x is staged in shared memory (fp32) once per CTA, k padded to the kernel's stage width:
+// m * kpad * 4 bytes must fit in this.
 constexpr int64_t MATMUL_STREAM_X_BYTES_MAX = 64 * 1024;
+constexpr int MATMUL_STREAM_KC = 1024;  // k per stage of the streaming kernel
 
 // True when the streaming kernel can run this shape (on any GPU with >= 100 KB of opt-in shared
 // memory per block: sm_80 and sm_90).
 // (m is rounded up to the instantiation that runs it: 1 or 2.)
 constexpr bool matmul_stream_fits(int64_t m, int64_t k) {
-  const int64_t kpad = (k + 1023) / 1024 * 1024;
+  const int64_t kpad = (k + MATMUL_STREAM_KC - 1) / MATMUL_STREAM_KC * MATMUL_STREAM_KC;
   const int64_t rows = m <= 1 ? 1 : 2;
   return m >= 1 && m <= MATMUL_STREAM_M_MAX && rows * kpad * 4 <= MATMUL_STREAM_X_BYTES_MAX;
 }
@@ -54,14 +55,13 @@ constexpr bool matmul_stream_fits(int64_t m, int64_t k) {
 // hooks; cuBLASLt is a vendor kernel (opaque to the overlap runtime and the planner).
 enum class MatmulPath { SmallM, Stream, CublasLt };
 
-// The default dispatch (no MEGAOPS_MATMUL_PATH override): y[m, n] = x[m, k] * w[n, k]^T.
-constexpr bool matmul_dispatch_small_m(int64_t m, int64_t n, int64_t k) {
-  return m <= MATMUL_DISPATCH_SMALL_M_MAX && k <= MATMUL_DISPATCH_SMALL_K_MAX &&
-         n <= MATMUL_DISPATCH_SMALL_N_MAX;
-}
-
+// The default dispatch (no MEGAOPS_* override) of y[m, n] = x[m, k] * w[n, k]^T: small-m or
+// cuBLASLt; the streaming kernel runs only where a knob asks for it (kernels/matmul.cuh).
 constexpr MatmulPath matmul_dispatch_path(int64_t m, int64_t n, int64_t k) {
-  return matmul_dispatch_small_m(m, n, k) ? MatmulPath::SmallM : MatmulPath::CublasLt;
+  return m <= MATMUL_DISPATCH_SMALL_M_MAX && k <= MATMUL_DISPATCH_SMALL_K_MAX &&
+                 n <= MATMUL_DISPATCH_SMALL_N_MAX
+             ? MatmulPath::SmallM
+             : MatmulPath::CublasLt;
 }
 
 }  // namespace megaops

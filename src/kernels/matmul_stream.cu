@@ -43,8 +43,8 @@ namespace {
 
 constexpr int ST_WARPS = 8;
 constexpr int ST_THREADS = ST_WARPS * 32;
-constexpr int ST_ROWS = ST_WARPS;  // rows of W per row block: one per warp
-constexpr int ST_KC = 1024;        // k per stage (and the padding unit of x in shared memory)
+constexpr int ST_ROWS = ST_WARPS;        // rows of W per row block: one per warp
+constexpr int ST_KC = MATMUL_STREAM_KC;  // k per stage (and the padding unit of x)
 constexpr int ST_STAGE_ELEMS = ST_ROWS * ST_KC;
 constexpr int ST_STAGE_BYTES = ST_STAGE_ELEMS * 2;               // 16 KB
 constexpr int ST_ROW_CHUNKS = ST_KC / 8;                         // 16-byte chunks per row per stage
