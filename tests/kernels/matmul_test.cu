@@ -22,7 +22,6 @@
 #include "gpu_test_util.h"
 #include "kernels/hbm_read.cuh"
 #include "kernels/matmul.cuh"
-#include "kernels/matmul_stream.cuh"
 #include "reference/ops.h"
 
 namespace megaops {
@@ -428,7 +427,7 @@ TEST(MatmulTest, InvalidParamsReturnInvalidValue) {
   MatmulParams too_many_rows = good;
   too_many_rows.m = MATMUL_SMALL_M_MAX + 1;
   EXPECT_EQ(ctx.run_small_m(too_many_rows), cudaErrorInvalidValue);
-  // Beyond the streaming kernel's: m > 4, or x too large for its shared memory.
+  // Beyond the streaming kernel's: m > MATMUL_STREAM_M_MAX, or x too large for its shared memory.
   MatmulParams stream_m = good;
   stream_m.m = MATMUL_STREAM_M_MAX + 1;
   EXPECT_EQ(ctx.run_stream(stream_m), cudaErrorInvalidValue);
