@@ -17,9 +17,10 @@
 // run used 8 ring slots). Fewer ring slots measured faster (2-4 of 16 KB beat 6-12), which the
 // bytes-in-flight argument above does not explain; the first version, ~92 instructions per
 // 16-byte chunk, was issue-bound (ncu: 45% of issue slots with 8 warps), the second halves that
-// (about 100 instructions per warp per 16 KB stage, ~16% of the issue slots at the measured rate),
-// so the second is not issue-bound either. What is left to try: 16 warps per CTA, tensor-core
-// math on the staged tile (ldmatrix + mma), and ncu on the second version.
+// (by a count of its code, not measured: about 100 instructions per warp per 16 KB stage, ~16% of
+// the issue slots at the rate it runs), so the second should not be issue-bound. What is left to
+// try: 16 warps per CTA, tensor-core math on the staged tile (ldmatrix + mma), and ncu on the
+// second version.
 //
 // Work split. A row block is ST_ROWS = 8 rows of W (one per warp) over the whole k; a stage is
 // one row block's 8 x 1024 slice (16 KB, 8 runs of 2 KB, each copied by four warp instructions of
