@@ -5,9 +5,13 @@
 # scripts/pack_variants.sh main minbar wide). minbar: the overlap tests, then main and minbar's
 # overlap step (four presets, batch 1 and 32) one after the other, and the profile of
 # llama3.1-8b batch 1 with each (its serial_overlap_step_us is the barrier cost's direct measure).
-# Everything in $OUT/all.tgz.
+# main's GPU unit tests run first. Everything in $OUT/all.tgz.
 . dev/call_lib.sh
 mkdir -p .carry/x && tar xJf .carry/pack.tar.xz -C .carry/x
+# main's GPU tests first: main's GPU code changed after the sixth session's last device call
+# (MatmulContext's knobs and set-up, the shared CUDA owners; MatmulTest.EnvironmentKnobs is new).
+OUT=$O/main_tests BIN=.carry/x/main timeout $(left 120) scripts/gpu_run.sh tests \
+  > $O/run_main_tests.log 2>&1
 OUT=$O/minbar OVERLAP_TEST_LIMIT=200 OVERLAP_BATCHES=1,32 BIN=.carry/x/minbar \
   timeout $(left 300) scripts/gpu_run.sh overlap > $O/run_minbar.log 2>&1
 OUT=$O/main OVERLAP_TEST_FILTER=NoSuch.Test OVERLAP_BATCHES=1,32 BIN=.carry/x/main \
