@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "core/error.h"
 
@@ -111,6 +112,19 @@ std::vector<OverlapSyncOp> overlap_sync_plan(const std::vector<BudgetOp>& ops,
   out[n].stream = -1;
   for (size_t k = 0; k + 1 < n; ++k) out[k].signals = out[k + 1].waits;
   return out;
+}
+
+std::vector<BarrierEdge> overlap_barrier_edges(const std::vector<OverlapSyncOp>& plan,
+                                               size_t prev_begin, size_t prev_end,
+                                               size_t next_end) {
+  std::set<int> recorded, waiters;
+  for (size_t k = prev_begin; k < prev_end; ++k) recorded.insert(plan[k].stream);
+  for (size_t k = prev_end; k < next_end; ++k) waiters.insert(plan[k].stream);
+  std::vector<BarrierEdge> edges;
+  for (int w : waiters)
+    for (int r : recorded)
+      if (w != r) edges.push_back({w, r});
+  return edges;
 }
 
 }  // namespace megaops

@@ -85,4 +85,19 @@ struct OverlapSyncOp {
 std::vector<OverlapSyncOp> overlap_sync_plan(const std::vector<BudgetOp>& ops,
                                              const std::vector<char>& region_serial, int W);
 
+// The cross-stream edges of the barrier between a segment, ops [prev_begin, prev_end) of `plan`,
+// and the next one, ops [prev_end, next_end): every stream that runs an op of the next segment
+// waits for each other stream that ran an op of the previous segment (an event recorded there
+// after its last op). Stream order does the rest (a stream's own earlier ops, and whatever the
+// previous segment's ops were ordered after), so every op of the next segment still starts after
+// every op of the previous one has completed, as a full W x W barrier guarantees, but there is no
+// edge where both segments run on one stream (a serial region; a segment ending in a vendor GEMM
+// on its producer's stream, followed by one on the same stream) and none to or from a stream
+// with no work there. Sorted by (waiter, recorded), each pair once.
+struct BarrierEdge {
+  int waiter = 0, recorded = 0;
+};
+std::vector<BarrierEdge> overlap_barrier_edges(const std::vector<OverlapSyncOp>& plan,
+                                               size_t prev_begin, size_t prev_end, size_t next_end);
+
 }  // namespace megaops

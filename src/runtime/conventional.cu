@@ -979,19 +979,32 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
   };
   MEGAOPS_CUDA_CHECK(cudaEventRecord(st.fork, stream));
   for (cudaStream_t s : st.streams) MEGAOPS_CUDA_CHECK(cudaStreamWaitEvent(s, st.fork, 0));
-  // A barrier between regions: every stream waits for every stream's work so far.
-  auto barrier = [&] {
-    for (size_t r = 0; r < W; ++r) MEGAOPS_CUDA_CHECK(cudaEventRecord(st.joins[r], st.streams[r]));
-    for (cudaStream_t s : st.streams)
-      for (size_t r = 0; r < W; ++r) MEGAOPS_CUDA_CHECK(cudaStreamWaitEvent(s, st.joins[r], 0));
+  // The barrier between segment [prev_begin, begin) and segment [begin, end): each stream of the
+  // next segment waits for each other stream of the previous one (graph/overlap_budget.h,
+  // overlap_barrier_edges), no edge where stream order already orders them.
+  std::vector<OverlapSyncOp> plan(ops.size());
+  for (size_t k = 0; k < ops.size(); ++k) plan[k].stream = ops[k].stream;
+  auto barrier = [&](size_t prev_begin, size_t begin, size_t end) {
+    const std::vector<BarrierEdge> edges = overlap_barrier_edges(plan, prev_begin, begin, end);
+    std::vector<char> recorded(W, 0);
+    for (const BarrierEdge& e : edges) {
+      const size_t r = static_cast<size_t>(e.recorded);
+      if (!recorded[r]) {
+        MEGAOPS_CUDA_CHECK(cudaEventRecord(st.joins[r], st.streams[r]));
+        recorded[r] = 1;
+      }
+      MEGAOPS_CUDA_CHECK(
+          cudaStreamWaitEvent(st.streams[static_cast<size_t>(e.waiter)], st.joins[r], 0));
+    }
   };
   // Segment by segment (OverlapOp::segment: a barrier between regions and after an opaque op),
   // each op on its stream (OverlapOp::stream, graph/overlap_budget.h: round robin, stream 0 in a
   // serial region, a stream-ordered vendor GEMM last in its segment on its producer's stream).
-  for (size_t begin = 0; begin < n;) {
+  for (size_t begin = 0, prev_begin = 0; begin < n;) {
     size_t end = begin;
     while (end < n && ops[end].segment == ops[begin].segment) ++end;
-    if (begin > 0) barrier();
+    if (begin > 0) barrier(prev_begin, begin, end);
+    prev_begin = begin;
     if (opt.overlap_reverse_issue_order) {
       // Consumers first: the last stream's ops are issued before the first stream's. Each stream
       // keeps its own order (op k before op k + W): reversing that would put a consumer ahead of
