@@ -48,15 +48,18 @@ std::vector<Shape> model_matmuls(const ModelConfig& c) {
 
 Runner add_bench_matmul(CLI::App& app) {
   struct Opts {
-    std::string preset = "llama3.1-8b", batches = "1", paths = "small,stream,cublaslt",
-                stages = "0", json_out;
+    std::string preset = "llama3.1-8b", batches = "1",
+                paths = "small,stream,cublaslt,cublaslt-tuned", stages = "0", json_out;
     int launches = 40, repeats = 5;
     bool pdl = false;
   };
   auto o = std::make_shared<Opts>();
   app.add_option("--preset", o->preset, "architecture whose matmul shapes are timed");
   app.add_option("--batch", o->batches, "batch sizes m, comma-separated");
-  app.add_option("--paths", o->paths, "kernels to time: small, stream, cublaslt (comma-separated)");
+  app.add_option("--paths", o->paths,
+                 "kernels to time: small, stream, cublaslt (the heuristic's first answer), "
+                 "cublaslt-tuned (the "
+                 "fastest of its candidates, as the executor runs it); comma-separated");
   app.add_option("--stages", o->stages,
                  "ring slots of the streaming kernel, comma-separated (0 = its default)");
   app.add_option("--launches", o->launches, "launches per graph replay");
@@ -72,10 +75,10 @@ Runner add_bench_matmul(CLI::App& app) {
     for (size_t i = 0; i <= o->paths.size();) {
       const size_t j = std::min(o->paths.find(',', i), o->paths.size());
       const std::string p = o->paths.substr(i, j - i);
-      if (p != "small" && p != "stream" && p != "cublaslt")
-        throw_input_error(
-            "--paths", "",
-            "expected small, stream or cublaslt, found '" + p + "' in '" + o->paths + "'");
+      if (p != "small" && p != "stream" && p != "cublaslt" && p != "cublaslt-tuned")
+        throw_input_error("--paths", "",
+                          "expected small, stream, cublaslt or cublaslt-tuned, found '" + p +
+                              "' in '" + o->paths + "'");
       paths.push_back(p);
       i = j + 1;
     }
@@ -100,7 +103,7 @@ Runner add_bench_matmul(CLI::App& app) {
     std::fprintf(stderr, "measuring the HBM read ceiling...\n");
     const double ceiling_gbps = measure_hbm_read_gbps(size_t{1} << 30, 10);
     nlohmann::json rows = nlohmann::json::array();
-    std::printf("%-13s %6s %6s %3s %-10s %9s %8s %7s %8s\n", "op", "n", "k", "m", "path",
+    std::printf("%-13s %6s %6s %3s %-14s %9s %8s %7s %8s\n", "op", "n", "k", "m", "path",
                 "us/launch", "TB/s", "%ceil", "floor us");
     for (const Shape& sh : model_matmuls(cfg)) {
       const double w_bytes = 2.0 * sh.n * sh.k;
@@ -122,7 +125,7 @@ Runner add_bench_matmul(CLI::App& app) {
             const double tbps = w_bytes / t.median_us * 1e-6;
             const std::string label =
                 path == "stream" && stages != 0 ? "stream/" + std::to_string(stages) : path;
-            std::printf("%-13s %6d %6d %3d %-10s %9.2f %8.3f %6.1f%% %8.2f\n", sh.name.c_str(),
+            std::printf("%-13s %6d %6d %3d %-14s %9.2f %8.3f %6.1f%% %8.2f\n", sh.name.c_str(),
                         sh.n, sh.k, m, label.c_str(), t.median_us, tbps,
                         100 * tbps * 1e3 / ceiling_gbps, floor_us);
             std::fflush(stdout);

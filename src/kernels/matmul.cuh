@@ -6,10 +6,12 @@
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "core/cuda_owners.h"
 #include "core/dtype.h"
 #include "kernels/common.cuh"
 #include "kernels/matmul_dispatch.h"
@@ -64,6 +66,20 @@ class MatmulContext {
   void set_stream_stages(int stages);
   int stream_stages() const { return stream_stages_; }
 
+  // cuBLASLt algorithm tuning for decode-sized problems (m <= MATMUL_TUNE_MAX_M). A problem that
+  // run_cublaslt meets during stream capture and has no tuned algorithm for runs the heuristic's
+  // first answer and is queued; tune_pending() times every candidate the heuristic offers on the
+  // GPU (outside capture) and keeps the fastest, process-wide, for later captures. The executor
+  // captures a step, tunes what is pending, and captures it again. Throws DeviceError on a CUDA
+  // failure. Off by default: MEGAOPS_MATMUL_TUNE=1 or set_tuning(true) turns it on. Measured
+  // (bench/results/2026-11-29-s7-call2): standalone the tuned algorithms are as fast or faster
+  // (8B QKV 16.5 -> 15.6 us, qwen3-0.6b O 12.4 -> 5.3), yet the llama3.1-8b step ran slower with
+  // them (4.72 / 4.66 -> 4.99 / 4.84 ms, PDL off / on): docs/perf-notes.md item 18.
+  size_t pending_tuning() const { return pending_.size(); }
+  void tune_pending(cudaStream_t stream);
+  void set_tuning(bool on) { tune_ = on; }
+  bool tuning() const { return tune_; }
+
   // Loads every instantiation of megaops' matmul kernels and asks for the shared-memory carveout
   // (overlap executor start, DESIGN rule 1). The constructor does this for the streaming kernel
   // only (its shared memory), so the conventional step's small-m kernels keep the driver's split.
@@ -79,6 +95,10 @@ class MatmulContext {
   std::vector<std::pair<int, int>> stream_shapes_;
   // Ring slots of the streaming kernel (MEGAOPS_STREAM_STAGES; 0 = its default).
   int stream_stages_ = 0;
+  bool tune_ = false;
+  std::vector<MatmulParams> pending_;
+  std::unique_ptr<CudaMemory> tune_scratch_;
+  size_t tune_scratch_bytes_ = 0;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

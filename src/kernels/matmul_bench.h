@@ -11,7 +11,7 @@ namespace megaops {
 
 struct MatmulBenchCase {
   int m = 1, n = 0, k = 0;
-  std::string path = "small";  // small, stream or cublaslt
+  std::string path = "small";  // small, stream, cublaslt or cublaslt-tuned
   int stream_stages = 0;       // ring slots of the streaming kernel, 0 = its default
   int launches = 40;           // per graph replay
   int repeats = 5;             // graph replays timed

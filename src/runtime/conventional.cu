@@ -518,26 +518,41 @@ struct ConventionalExecutor::Impl {
     check(launch_step_advance(ap), "step_advance");
   }
 
+  // Captures what `record` enqueues on `stream` into a graph (the caller owns it). When the
+  // capture met cuBLASLt problems without a tuned algorithm, they are tuned on the GPU now and the
+  // step is captured again with the tuned algorithms (kernels/matmul.cuh, tune_pending).
+  template <typename Record>
+  cudaGraph_t capture_step(Record&& record) {
+    for (int pass = 0;; ++pass) {
+      cudaGraph_t graph = nullptr;
+      MEGAOPS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      capturing = true;
+      try {
+        record();
+      } catch (...) {
+        capturing = false;
+        cudaStreamEndCapture(stream, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        throw;
+      }
+      capturing = false;
+      MEGAOPS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      if (pass > 0 || mm->pending_tuning() == 0) return graph;
+      cudaGraphDestroy(graph);
+      mm->tune_pending(stream);
+    }
+  }
+
   cudaGraphExec_t graph_for(int b, bool pdl) {
     const DecodeBackend backend = opt.backend;
     auto it = graphs.find({b, pdl, backend});
     if (it != graphs.end()) return it->second;
-    cudaGraph_t graph = nullptr;
-    MEGAOPS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    capturing = true;
-    try {
+    cudaGraph_t graph = capture_step([&] {
       if (backend == DecodeBackend::Overlap)
         record_overlap_step(b);
       else
         record_decode_step(b, pdl);
-    } catch (...) {
-      capturing = false;
-      cudaStreamEndCapture(stream, &graph);
-      if (graph) cudaGraphDestroy(graph);
-      throw;
-    }
-    capturing = false;
-    MEGAOPS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    });
     cudaGraphExec_t exec = nullptr;
     const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
@@ -1577,21 +1592,20 @@ std::vector<ConventionalExecutor::OpTime> ConventionalExecutor::profile_decode_s
     s.prof_events.push_back(e);
   }
   s.prof_ops.clear();
+  s.profiling = true;
   cudaGraph_t graph = nullptr;
-  MEGAOPS_CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
-  s.capturing = s.profiling = true;
   try {
-    MEGAOPS_CUDA_CHECK(
-        cudaEventRecordWithFlags(s.prof_events[0], s.stream, cudaEventRecordExternal));
-    s.record_decode_step(s.batch, /*pdl=*/false);
+    graph = s.capture_step([&] {
+      s.prof_ops.clear();
+      MEGAOPS_CUDA_CHECK(
+          cudaEventRecordWithFlags(s.prof_events[0], s.stream, cudaEventRecordExternal));
+      s.record_decode_step(s.batch, /*pdl=*/false);
+    });
   } catch (...) {
-    s.capturing = s.profiling = false;
-    cudaStreamEndCapture(s.stream, &graph);
-    if (graph) cudaGraphDestroy(graph);
+    s.profiling = false;
     throw;
   }
-  s.capturing = s.profiling = false;
-  MEGAOPS_CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
+  s.profiling = false;
   cudaGraphExec_t exec = nullptr;
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);

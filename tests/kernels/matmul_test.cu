@@ -10,6 +10,7 @@
 //   doubled k block (≥ 1/16 of a row at the shapes below).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -170,6 +171,29 @@ void check_path(MatmulContext& ctx, const Problem& pr, Path path, DType y_dtype,
       << path_name(path) << " m=" << pr.m << " n=" << pr.n << " k=" << pr.k;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   expect_matches(pr, out, path_name(path));
+}
+
+// Replays a captured graph `replays` times, each on fresh x values with poisoned outputs, and
+// checks every (problem, output) against the reference.
+struct Checked {
+  Problem* pr;
+  Output* out;
+  const char* what;
+};
+void replay_and_check(cudaGraphExec_t exec, cudaStream_t stream, std::mt19937_64& rng,
+                      const std::vector<Checked>& cases, int replays) {
+  for (int replay = 0; replay < replays; ++replay) {
+    for (const Checked& c : cases) {
+      c.pr->refresh_x(rng);
+      c.out->buf.poison();
+    }
+    // Uploads and memsets ran on the legacy stream, which does not order with a non-blocking one.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    SCOPED_TRACE("replay " + std::to_string(replay));
+    for (const Checked& c : cases) expect_matches(*c.pr, *c.out, c.what);
+  }
 }
 
 const int SWEEP_M[] = {1, 3, 7, 16, 33, 64};
@@ -360,22 +384,84 @@ TEST(MatmulTest, GraphCaptureAndReplay) {
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
 
-  for (int replay = 0; replay < 3; ++replay) {
-    small.refresh_x(rng);
-    large.refresh_x(rng);
-    streamed.refresh_x(rng);
-    small_out.buf.poison();
-    large_out.buf.poison();
-    stream_out.buf.poison();
-    // Uploads and memsets ran on the legacy stream, which does not order with a non-blocking one.
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    SCOPED_TRACE("replay " + std::to_string(replay));
-    expect_matches(small, small_out, "graph small_m");
-    expect_matches(large, large_out, "graph cublaslt");
-    expect_matches(streamed, stream_out, "graph stream");
+  replay_and_check(exec, stream, rng,
+                   {{&small, &small_out, "graph small_m"},
+                    {&large, &large_out, "graph cublaslt"},
+                    {&streamed, &stream_out, "graph stream"}},
+                   3);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// cuBLASLt tuning for decode-sized problems (MatmulContext::tune_pending): a capture queues each
+// problem without a tuned algorithm once, tuning leaves the real outputs alone (scratch output),
+// the next capture finds every problem tuned, and the tuned graph matches the reference on fresh
+// inputs with poisoned outputs. Problems larger than MATMUL_TUNE_MAX_M, and a context with tuning
+// off, queue nothing. The shapes are this test's own, so no other test of the process tuned them.
+TEST(MatmulTest, TunedCublasLtMatchesReference) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed() + 11);
+  MatmulContext ctx;
+  ctx.set_tuning(true);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  Problem a(1, 1496, 2056, 2056, 1496, rng);
+  Problem b(5, 777, 1032, 1040, 800, rng);
+  Problem c(MATMUL_TUNE_MAX_M, 2000, 512, 512, 2000, rng);
+  Problem big(MATMUL_TUNE_MAX_M + 1, 1000, 264, 264, 1000, rng);
+  Output a_out(DType::F32, a.m, a.ldy), b_out(DType::BF16, b.m, b.ldy),
+      c_out(DType::F32, c.m, c.ldy), big_out(DType::F32, big.m, big.ldy);
+  const MatmulParams params[] = {a.params(a_out.buf.ptr, DType::F32, false, stream),
+                                 b.params(b_out.buf.ptr, DType::BF16, false, stream),
+                                 c.params(c_out.buf.ptr, DType::F32, false, stream),
+                                 big.params(big_out.buf.ptr, DType::F32, false, stream)};
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto capture = [&](MatmulContext& mc, cudaGraph_t* graph) {
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    cudaError_t status = cudaSuccess;
+    for (const MatmulParams& p : params)
+      if (status == cudaSuccess) status = mc.run_cublaslt(p);
+    // The same problems again: queued once each.
+    for (const MatmulParams& p : params)
+      if (status == cudaSuccess) status = mc.run_cublaslt(p);
+    ASSERT_EQ(cudaStreamEndCapture(stream, graph), cudaSuccess);
+    ASSERT_EQ(status, cudaSuccess);
+  };
+  // What a fresh context queues from one capture.
+  auto queued_by_new_context = [&](bool tuning) {
+    MatmulContext mc;
+    mc.set_tuning(tuning);
+    cudaGraph_t g = nullptr;
+    capture(mc, &g);
+    if (g) cudaGraphDestroy(g);
+    return mc.pending_tuning();
+  };
+  EXPECT_EQ(queued_by_new_context(false), 0u);
+  cudaGraph_t first = nullptr;
+  capture(ctx, &first);
+  cudaGraphDestroy(first);
+  EXPECT_EQ(ctx.pending_tuning(), 3u);  // a, b, c; not big (m > MATMUL_TUNE_MAX_M)
+  ctx.tune_pending(stream);
+  EXPECT_EQ(ctx.pending_tuning(), 0u);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  // Nothing ran into the real outputs: they still hold their poison.
+  for (const Output* o : {&a_out, &b_out, &c_out}) {
+    const std::vector<uint8_t> raw = o->buf.download();
+    EXPECT_TRUE(std::all_of(raw.begin(), raw.end(), [](uint8_t v) { return v == 0xff; }));
   }
+  cudaGraph_t graph = nullptr;
+  capture(ctx, &graph);
+  EXPECT_EQ(ctx.pending_tuning(), 0u);         // every problem found tuned
+  EXPECT_EQ(queued_by_new_context(true), 0u);  // tuned algorithms are process-wide
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  replay_and_check(exec, stream, rng,
+                   {{&a, &a_out, "tuned cublaslt"},
+                    {&b, &b_out, "tuned cublaslt"},
+                    {&c, &c_out, "tuned cublaslt"},
+                    {&big, &big_out, "untuned cublaslt"}},
+                   2);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
@@ -469,6 +555,12 @@ TEST(MatmulTest, EnvironmentKnobs) {
   expect_error("MEGAOPS_MATMUL_STREAM_SHAPES", "4096x");
   expect_error("MEGAOPS_MATMUL_STREAM_SHAPES", "4096x4096,12");
   expect_error("MEGAOPS_MATMUL_STREAM_SHAPES", "4096x4096x1");
+  expect_error("MEGAOPS_MATMUL_TUNE", "yes");
+  {
+    const Env env("MEGAOPS_MATMUL_TUNE", "1");
+    EXPECT_TRUE(MatmulContext().tuning());
+  }
+  EXPECT_FALSE(MatmulContext().tuning());
   auto path_of = [](int m, int n, int k) {
     MatmulContext ctx;
     MatmulParams p;
