@@ -36,7 +36,8 @@ struct Shape {
 };
 
 // The step's distinct matmuls (layer 0's and the LM head), from the op graph the planner uses.
-std::vector<Shape> model_matmuls(const ModelConfig& c) {
+// (Unused in a build without CUDA, where the command stops at its GPU check.)
+[[maybe_unused]] std::vector<Shape> model_matmuls(const ModelConfig& c) {
   std::vector<Shape> out;
   for (const Op& op : build_decode_graph(c, "bench-matmul", 1, 1).ops)
     if (op.kind == OpKind::Matmul && op.layer <= 0)
