@@ -1591,12 +1591,11 @@ std::vector<ConventionalExecutor::OpTime> ConventionalExecutor::profile_decode_s
     MEGAOPS_CUDA_CHECK(cudaEventCreate(&e));
     s.prof_events.push_back(e);
   }
-  s.prof_ops.clear();
   s.profiling = true;
   cudaGraph_t graph = nullptr;
   try {
     graph = s.capture_step([&] {
-      s.prof_ops.clear();
+      s.prof_ops.clear();  // a second pass (cuBLASLt tuning) records the step again
       MEGAOPS_CUDA_CHECK(
           cudaEventRecordWithFlags(s.prof_events[0], s.stream, cudaEventRecordExternal));
       s.record_decode_step(s.batch, /*pdl=*/false);
