@@ -70,8 +70,9 @@ class MatmulContext {
   // run_cublaslt meets during stream capture and has no tuned algorithm for runs the heuristic's
   // first answer and is queued; tune_pending() times every candidate the heuristic offers on the
   // GPU (outside capture) and keeps the fastest, process-wide, for later captures. The executor
-  // captures a step, tunes what is pending, and captures it again. Throws DeviceError on a CUDA
-  // failure. Off by default: MEGAOPS_MATMUL_TUNE=1 or set_tuning(true) turns it on. Measured
+  // captures a step, tunes what is pending, and captures it again. The first tuning allocates a
+  // 128 MB scratch buffer (output and L2 flush) that the context keeps. Throws DeviceError on a
+  // CUDA failure. Off by default: MEGAOPS_MATMUL_TUNE=1 or set_tuning(true) turns it on. Measured
   // (bench/results/2026-11-29-s7-call2): standalone the tuned algorithms are as fast or faster
   // (8B QKV 16.5 -> 15.6 us, qwen3-0.6b O 12.4 -> 5.3), yet the llama3.1-8b step ran slower with
   // them (4.72 / 4.66 -> 4.99 / 4.84 ms, PDL off / on): docs/perf-notes.md item 18.
