@@ -23,6 +23,7 @@
 #include "core/cuda_owners.h"
 #include "kernels/matmul.cuh"
 #include "kernels/matmul_stream.cuh"
+#include "runtime/device_memory.h"
 
 namespace megaops {
 
@@ -695,8 +696,10 @@ void MatmulContext::tune_pending(cudaStream_t stream) {
     const size_t y_bytes = static_cast<size_t>(p0.m) * p0.ldy * dtype_size(p0.y_dtype);
     const size_t scratch_bytes = std::max(y_bytes, L2_FLUSH_BYTES);
     if (tune_scratch_bytes_ < scratch_bytes) {
-      tune_scratch_.reset();
-      tune_scratch_ = std::make_unique<CudaMemory>(scratch_bytes);
+      tune_memory_.reset();
+      tune_scratch_bytes_ = 0;
+      tune_memory_ = std::make_unique<DeviceMemory>();
+      tune_scratch_ = tune_memory_->alloc("cuBLASLt tuning scratch", scratch_bytes);
       tune_scratch_bytes_ = scratch_bytes;
     }
     LtProblem pr;
@@ -707,7 +710,7 @@ void MatmulContext::tune_pending(cudaStream_t stream) {
                                             pr.pref.d, CANDIDATES, cands, &found),
              "cublasLtMatmulAlgoGetHeuristic (tuning)");
     // The scratch buffer is 256-byte aligned: at least the output alignment of the key.
-    void* y = tune_scratch_->ptr;
+    void* y = tune_scratch_;
     const float alpha = 1.f, beta = 0.f;
     auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
       return cublasLtMatmul(handle_, pr.op.d, &alpha, p0.w, pr.a.d, p0.x, pr.b.d, &beta, y, pr.c.d,

@@ -11,11 +11,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/cuda_owners.h"
 #include "core/dtype.h"
 #include "kernels/common.cuh"
 #include "kernels/matmul_dispatch.h"
 #include "kernels/tile_sync.cuh"
+#include "runtime/device_memory.h"
 
 namespace megaops {
 
@@ -98,7 +98,8 @@ class MatmulContext {
   int stream_stages_ = 0;
   bool tune_ = false;
   std::vector<MatmulParams> pending_;
-  std::unique_ptr<CudaMemory> tune_scratch_;
+  std::unique_ptr<DeviceMemory> tune_memory_;  // owns tune_scratch_
+  void* tune_scratch_ = nullptr;
   size_t tune_scratch_bytes_ = 0;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
