@@ -59,8 +59,8 @@ Runner add_bench_matmul(CLI::App& app) {
   app.add_option("--batch", o->batches, "batch sizes m, comma-separated");
   app.add_option("--paths", o->paths,
                  "kernels to time: small, stream, cublaslt (the heuristic's first answer), "
-                 "cublaslt-tuned (the "
-                 "fastest of its candidates, as the executor runs it); comma-separated");
+                 "cublaslt-tuned (the fastest of its candidates, as the executor runs it); "
+                 "comma-separated");
   app.add_option("--stages", o->stages,
                  "ring slots of the streaming kernel, comma-separated (0 = its default)");
   app.add_option("--launches", o->launches, "launches per graph replay");
@@ -72,17 +72,12 @@ Runner add_bench_matmul(CLI::App& app) {
     const ModelConfig cfg = preset_config(o->preset);
     const std::vector<int> batches = parse_int_list(o->batches, "--batch");
     const std::vector<int> stage_list = parse_int_list(o->stages, "--stages");
-    std::vector<std::string> paths;
-    for (size_t i = 0; i <= o->paths.size();) {
-      const size_t j = std::min(o->paths.find(',', i), o->paths.size());
-      const std::string p = o->paths.substr(i, j - i);
+    const std::vector<std::string> paths = split_list(o->paths);
+    for (const std::string& p : paths)
       if (p != "small" && p != "stream" && p != "cublaslt" && p != "cublaslt-tuned")
         throw_input_error("--paths", "",
                           "expected small, stream, cublaslt or cublaslt-tuned, found '" + p +
                               "' in '" + o->paths + "'");
-      paths.push_back(p);
-      i = j + 1;
-    }
     for (int m : batches)
       if (m < 1 || m > 64)
         throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(m));

@@ -26,6 +26,8 @@ Runner add_bench_matmul(CLI::App& app);
 // Set by SIGINT; long loops check it and stop cleanly.
 extern std::atomic<bool> g_interrupted;
 
+// "a,b,,c" -> {"a", "b", "", "c"}; "" -> {""} (callers reject empty items themselves).
+std::vector<std::string> split_list(const std::string& text);
 // "1,2,3" -> {1, 2, 3}; throws InputError naming `option` on anything else.
 std::vector<int> parse_int_list(const std::string& text, const std::string& option);
 

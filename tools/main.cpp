@@ -19,12 +19,19 @@ namespace megaops::cli {
 
 std::atomic<bool> g_interrupted{false};
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i <= text.size();) {
+    const size_t j = std::min(text.find(',', i), text.size());
+    out.push_back(text.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
 std::vector<int> parse_int_list(const std::string& text, const std::string& option) {
   std::vector<int> out;
-  size_t i = 0;
-  while (i <= text.size()) {
-    const size_t j = std::min(text.find(',', i), text.size());
-    const std::string item = text.substr(i, j - i);
+  for (const std::string& item : split_list(text)) {
     size_t used = 0;
     long long v = 0;
     try {
@@ -37,7 +44,6 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& opti
           option, "",
           "expected a comma-separated list of integers, found '" + item + "' in '" + text + "'");
     out.push_back(static_cast<int>(v));
-    i = j + 1;
   }
   return out;
 }

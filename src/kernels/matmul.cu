@@ -15,7 +15,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -591,20 +590,7 @@ cudaError_t make_lt_problem(const MatmulParams& p, size_t workspace_bytes, LtPro
   return cudaSuccess;
 }
 
-// Everything the heuristic sees of a problem, and the device: the key of a tuned algorithm.
-struct LtKey {
-  int device, m, n, k;
-  int64_t ldx, ldy;
-  bool y_f32;
-  uint32_t align_w, align_x, align_y;
-  bool operator<(const LtKey& o) const {
-    return std::tie(device, m, n, k, ldx, ldy, y_f32, align_w, align_x, align_y) <
-           std::tie(o.device, o.m, o.n, o.k, o.ldx, o.ldy, o.y_f32, o.align_w, o.align_x,
-                    o.align_y);
-  }
-};
-
-LtKey lt_key(const MatmulParams& p) {
+CublasLtKey lt_key(const MatmulParams& p) {
   int device = 0;
   cudaGetDevice(&device);
   return {device,
@@ -622,12 +608,12 @@ LtKey lt_key(const MatmulParams& p) {
 // Tuned algorithms, process-wide: every executor and every capture of a process runs the same
 // algorithm for a problem, so two executors of one process compute the same bits.
 std::mutex g_lt_tuned_mutex;
-std::map<LtKey, cublasLtMatmulAlgo_t>& lt_tuned() {
-  static std::map<LtKey, cublasLtMatmulAlgo_t> tuned;
+std::map<CublasLtKey, cublasLtMatmulAlgo_t>& lt_tuned() {
+  static std::map<CublasLtKey, cublasLtMatmulAlgo_t> tuned;
   return tuned;
 }
 
-std::optional<cublasLtMatmulAlgo_t> find_tuned(const LtKey& key) {
+std::optional<cublasLtMatmulAlgo_t> find_tuned(const CublasLtKey& key) {
   const std::lock_guard<std::mutex> lock(g_lt_tuned_mutex);
   const auto it = lt_tuned().find(key);
   if (it == lt_tuned().end()) return std::nullopt;
@@ -649,8 +635,9 @@ cudaError_t MatmulContext::run_cublaslt(const MatmulParams& p) {
   if (const cudaError_t err = make_lt_problem(p, workspace_bytes_, &pr); err != cudaSuccess)
     return err;
   cublasLtMatmulAlgo_t algo;
-  std::optional<cublasLtMatmulAlgo_t> tuned;
-  if (tune_ && p.m <= MATMUL_TUNE_MAX_M) tuned = find_tuned(lt_key(p));
+  const bool tunable = tune_ && p.m <= MATMUL_TUNE_MAX_M;
+  const std::optional<CublasLtKey> key = tunable ? std::optional(lt_key(p)) : std::nullopt;
+  const std::optional<cublasLtMatmulAlgo_t> tuned = key ? find_tuned(*key) : std::nullopt;
   if (tuned) {
     algo = *tuned;
   } else {
@@ -663,13 +650,7 @@ cudaError_t MatmulContext::run_cublaslt(const MatmulParams& p) {
     if (found == 0) return cudaErrorNotSupported;
     algo = heuristic.algo;
     // Timing needs the GPU, which a capture does not run: the problem waits for tune_pending().
-    if (tune_ && p.m <= MATMUL_TUNE_MAX_M && stream_capturing(p.launch.stream)) {
-      const LtKey key = lt_key(p);
-      const bool queued = std::any_of(pending_.begin(), pending_.end(), [&](const MatmulParams& q) {
-        return !(lt_key(q) < key) && !(key < lt_key(q));
-      });
-      if (!queued) pending_.push_back(p);
-    }
+    if (key && stream_capturing(p.launch.stream)) pending_.emplace(*key, p);
   }
   const float alpha = 1.f, beta = 0.f;
   MEGAOPS_LT_RETURN_IF_ERROR(cublasLtMatmul(handle_, pr.op.d, &alpha, p.w, pr.a.d, p.x, pr.b.d,
@@ -688,10 +669,11 @@ void MatmulContext::tune_pending(cudaStream_t stream) {
     if (st != CUBLAS_STATUS_SUCCESS)
       throw_cuda_error(what, cublasLtGetStatusString(st), __FILE__, __LINE__);
   };
-  std::vector<MatmulParams> todo;
+  std::map<CublasLtKey, MatmulParams> todo;
   todo.swap(pending_);
-  for (const MatmulParams& p0 : todo) {
-    const LtKey key = lt_key(p0);
+  for (const auto& entry : todo) {
+    const CublasLtKey& key = entry.first;
+    const MatmulParams& p0 = entry.second;  // a name the launch lambda below can capture
     if (find_tuned(key)) continue;
     const size_t y_bytes = static_cast<size_t>(p0.m) * p0.ldy * dtype_size(p0.y_dtype);
     const size_t scratch_bytes = std::max(y_bytes, L2_FLUSH_BYTES);

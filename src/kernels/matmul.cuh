@@ -6,8 +6,10 @@
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -36,6 +38,19 @@ struct MatmulParams {
   LaunchOptions launch;
 };
 
+// Everything cuBLASLt's heuristic sees of a problem, and the device: the key of a tuned algorithm.
+struct CublasLtKey {
+  int device, m, n, k;
+  int64_t ldx, ldy;
+  bool y_f32;
+  uint32_t align_w, align_x, align_y;
+  bool operator<(const CublasLtKey& o) const {
+    return std::tie(device, m, n, k, ldx, ldy, y_f32, align_w, align_x, align_y) <
+           std::tie(o.device, o.m, o.n, o.k, o.ldx, o.ldy, o.y_f32, o.align_w, o.align_x,
+                    o.align_y);
+  }
+};
+
 // Owns the cuBLASLt handle and workspace. One per executor; not thread-safe. Usable inside CUDA
 // stream capture (the workspace is fixed at construction).
 class MatmulContext {
@@ -50,7 +65,6 @@ class MatmulContext {
   cudaError_t run(const MatmulParams& p);
   // The path run(p) takes.
   MatmulPath path(const MatmulParams& p) const;
-  bool uses_small_m(const MatmulParams& p) const { return path(p) == MatmulPath::SmallM; }
 
   // Forces a path (tests and benchmarks). run_stream needs m <= 2 and a k whose x fits its
   // shared memory (matmul_stream_fits, kernels/matmul_dispatch.h), else cudaErrorInvalidValue.
@@ -97,8 +111,8 @@ class MatmulContext {
   // Ring slots of the streaming kernel (MEGAOPS_STREAM_STAGES; 0 = its default).
   int stream_stages_ = 0;
   bool tune_ = false;
-  std::vector<MatmulParams> pending_;
-  std::unique_ptr<DeviceMemory> tune_memory_;  // owns tune_scratch_
+  std::map<CublasLtKey, MatmulParams> pending_;  // one problem per key, awaiting tune_pending
+  std::unique_ptr<DeviceMemory> tune_memory_;    // owns tune_scratch_
   void* tune_scratch_ = nullptr;
   size_t tune_scratch_bytes_ = 0;
   cublasLtHandle_t handle_ = nullptr;

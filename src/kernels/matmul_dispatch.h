@@ -28,11 +28,11 @@ constexpr int MATMUL_DISPATCH_SMALL_K_MAX = 2048;
 constexpr int MATMUL_DISPATCH_SMALL_N_MAX = 8192;
 static_assert(MATMUL_DISPATCH_SMALL_M_MAX <= MATMUL_SMALL_M_MAX);
 
-// Ring slots a launch may ask for (MEGAOPS_STREAM_STAGES, MatmulContext).
 // cuBLASLt problems up to this m (the decode batch range) get a measured algorithm
 // (MatmulContext::tune_pending); larger ones (prefill) keep the heuristic's first answer.
 constexpr int MATMUL_TUNE_MAX_M = 64;
 
+// Ring slots a launch may ask for (MEGAOPS_STREAM_STAGES, MatmulContext).
 constexpr int MATMUL_STREAM_STAGES_MIN = 2;
 constexpr int MATMUL_STREAM_STAGES_MAX = 16;
 

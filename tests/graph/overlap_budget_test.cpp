@@ -70,6 +70,24 @@ std::vector<BudgetOp> random_step(std::mt19937_64& rng, int n, int cappable_of_1
   return ops;
 }
 
+// A random step of up to 121 ops on 1..8 streams, its budgets chosen and its sync plan made:
+// what the sync-plan property tests draw each trial.
+struct PlannedStep {
+  int W;
+  std::vector<char> serial;
+  std::vector<BudgetOp> ops;
+  std::vector<OverlapSyncOp> plan;
+};
+PlannedStep random_planned_step(std::mt19937_64& rng) {
+  PlannedStep st;
+  const int n = 2 + static_cast<int>(rng() % 120);
+  st.W = 1 + static_cast<int>(rng() % 8);
+  st.ops = random_step(rng, n, 6, 2, 400, 300, true, st.serial);
+  choose_overlap_budgets(st.ops, st.serial, st.W, SMS);
+  st.plan = overlap_sync_plan(st.ops, st.serial, st.W);
+  return st;
+}
+
 // Two matmul-like kernels of occupancy 3 at W = 2: the first's window holds the second, whose
 // load must stay within SMs x (1 - 1/3) = 88 SMs' worth, i.e. at most 264 CTAs. Its cap shrinks
 // by 20% per pass from 396: 316, then 253. The second's window is empty: the first keeps 396.
@@ -197,12 +215,11 @@ TEST(OverlapSyncPlan, WaitsOnlyWhereNothingElseOrders) {
 TEST(OverlapSyncPlan, EveryPairOrderedOnRandomSteps) {
   std::mt19937_64 rng(20261130);
   for (int trial = 0; trial < 2000; ++trial) {
-    const int n = 2 + static_cast<int>(rng() % 120);
-    const int W = 1 + static_cast<int>(rng() % 8);
-    std::vector<char> serial;
-    std::vector<BudgetOp> ops = random_step(rng, n, 6, 2, 400, 300, true, serial);
-    choose_overlap_budgets(ops, serial, W, SMS);
-    const std::vector<OverlapSyncOp> p = overlap_sync_plan(ops, serial, W);
+    const PlannedStep st = random_planned_step(rng);
+    const int W = st.W;
+    const std::vector<char>& serial = st.serial;
+    const std::vector<BudgetOp>& ops = st.ops;
+    const std::vector<OverlapSyncOp>& p = st.plan;
     const std::string what = "trial " + std::to_string(trial);
     const size_t last_op = ops.size() - 1;
     ASSERT_EQ(p[last_op].stream, -1) << what;
@@ -243,12 +260,10 @@ TEST(OverlapSyncPlan, MinimalBarriersOrderEveryEarlierSegment) {
   std::mt19937_64 rng(20261129);
   int edges_full = 0, edges_min = 0;
   for (int trial = 0; trial < 1000; ++trial) {
-    const int n = 2 + static_cast<int>(rng() % 120);
-    const int W = 1 + static_cast<int>(rng() % 8);
-    std::vector<char> serial;
-    std::vector<BudgetOp> ops = random_step(rng, n, 6, 2, 400, 300, true, serial);
-    choose_overlap_budgets(ops, serial, W, SMS);
-    const std::vector<OverlapSyncOp> p = overlap_sync_plan(ops, serial, W);
+    const PlannedStep st = random_planned_step(rng);
+    const int W = st.W;
+    const std::vector<BudgetOp>& ops = st.ops;
+    const std::vector<OverlapSyncOp>& p = st.plan;
     const std::string what = "trial " + std::to_string(trial);
     const size_t m = ops.size() - 1;  // step_advance runs after the final join
     // after[t]: the ops complete before the next op issued on stream t may start.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Seventh session, device call 2 (one H200). Carry .carry/pack.tar.xz with three builds: minbar
-# (589d33a + the minimal-barriers patch: the code of 7ea5f6d); of 7ea5f6d: ceil = + dev/bench-ceiling-after.patch (bench measures the HBM ceiling after the
-# weights are resident); tc = + dev/cublaslt-tune.patch + the ceiling patch (cuBLASLt algorithms
+# (589d33a + the minimal-barriers patch: the code of 7ea5f6d); of 7ea5f6d: ceil = +
+# dev/bench-ceiling-after.patch (bench measures the HBM ceiling after the weights are resident;
+# not kept: it moved those two lines below the executor's construction); tc = + dev/cublaslt-tune.patch (landed
+# as 95d9b61, with tuning made opt-in) + the ceiling patch (cuBLASLt algorithms
 # of decode problems timed and the fastest kept). Benchmarks first, on a quiet GPU; then tc's
 # GPU tests, overlap tests (with the overlap bench at batch 1) and the HF logits check; then the
 # standalone matmul table of tc. Everything in $OUT/all.tgz.

@@ -4,7 +4,8 @@
 # sanitizer filter (scripts/gpu_run.sh sanitize: MEGAOPS_TEST_STEPS=8, MEGAOPS_MATMUL_TUNE=0),
 # build tc of the pack (7ea5f6d + dev/cublaslt-tune.patch + dev/bench-ceiling-after.patch; with
 # MEGAOPS_MATMUL_TUNE=0 its executors run the code that landed, tuning opt-in).
-#   bash dev/s7-call3.sh start   (call 3)      bash dev/s7-call3.sh collect   (call 4)
+#   bash bench/results/2026-11-29-s7-call3/call.sh start     (call 3)
+#   bash bench/results/2026-11-29-s7-call3/call.sh collect   (call 4)
 set -u
 R=/tmp/r
 export NCCL_NVLS_ENABLE=0 BIN=.carry/x/tc
