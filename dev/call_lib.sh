@@ -10,6 +10,7 @@ O=/tmp/o
 mkdir -p "$O"
 log() { echo "== $* ($(date +%T))" | tee -a "$O/run.log"; }
 call_finish() {
+  mkdir -p "$OUT"
   tar czf "$OUT/all.tgz" -C "$O" .
   echo "call done after $(( $(date +%s) - call_t0 )) s"
 }
