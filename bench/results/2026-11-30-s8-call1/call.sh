@@ -5,7 +5,7 @@
 # held) waits for them and archives everything into $OUT/all.tgz:
 #   GPU 0: the planner validation protocol, round 3 (scripts/planner_protocol.sh: 16 profiles, the
 #          pools from the planner of the carried build, every candidate, the report), then
-#          dev/next-call1.sh (tuned cuBLASLt profile, 8B step with tuning off / on / read flush,
+#          next-call1.sh (tuned cuBLASLt profile, 8B step with tuning off / on / read flush,
 #          the batch-8 overlap bench). Timings: GPU 0 runs nothing else.
 #   GPU 1: the 600 s soak (Overlap.Soak) on the current step, and beside it (time-sliced, no
 #          timings) every GPU test (`TEST_FILTER='*' gpu_run.sh tests`: the overlap executor's
@@ -24,7 +24,7 @@ if [ "${1:-}" = start ]; then
     export CUDA_VISIBLE_DEVICES=0
     bash scripts/planner_protocol.sh $R/protocol > $R/run_protocol.log 2>&1
     touch $R/protocol.done
-    OUT=$R/next timeout -k 5 500 bash dev/next-call1.sh > $R/run_next.log 2>&1
+    OUT=$R/next timeout -k 5 500 bash bench/results/2026-11-30-s8-call1/next-call1.sh > $R/run_next.log 2>&1
     touch $R/gpu0.done" >/dev/null 2>&1 < /dev/null &
   setsid nohup bash -c "
     export CUDA_VISIBLE_DEVICES=1
