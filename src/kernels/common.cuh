@@ -34,10 +34,16 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 struct LaunchOptions {
   cudaStream_t stream = nullptr;
   bool pdl = false;  // programmatic dependent launch (Hopper+)
+  // Preferred shared-memory carveout of this launch (percent of the unified L1 / shared storage,
+  // or a cudaSharedmemCarveout value); -1 leaves the kernel's own attribute. Under PDL a kernel's
+  // CTAs start on an SM while its predecessor's still run there only if the SM's L1 / shared
+  // split suits both, so the executor gives a kernel the split of the one launched after it
+  // (docs/perf-notes.md item 20).
+  int carveout = -1;
 };
 
-// Launches `kernel` with cudaLaunchKernelEx, adding the PDL attribute when asked; returns the
-// launch status (cudaGetLastError semantics).
+// Launches `kernel` with cudaLaunchKernelEx, adding the PDL and carveout attributes when asked;
+// returns the launch status (cudaGetLastError semantics).
 template <typename... KArgs, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                           const LaunchOptions& opt, Args... args) {
@@ -46,12 +52,15 @@ cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = opt.stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
+  cfg.attrs = attr;
   if (opt.pdl) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (opt.carveout >= 0) {
+    attr[cfg.numAttrs].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+    attr[cfg.numAttrs++].val.sharedMemCarveout = static_cast<unsigned>(opt.carveout);
   }
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }

@@ -476,7 +476,7 @@ MatmulPath MatmulContext::path(const MatmulParams& p) const {
   if (forced_path_ == MatmulPath::CublasLt) return MatmulPath::CublasLt;
   // The rule picks small-m or cuBLASLt; the knobs move shapes to the streaming kernel where it
   // can take them, else the rule's choice stands.
-  const MatmulPath rule = matmul_dispatch_path(p.m, p.n, p.k);
+  const MatmulPath rule = matmul_dispatch_path(p.m, p.n, p.k, p.launch.pdl);
   bool stream =
       forced_path_ == MatmulPath::Stream || (stream_for_small_ && rule == MatmulPath::SmallM);
   for (const auto& [n, k] : stream_shapes_) stream |= n == p.n && k == p.k;

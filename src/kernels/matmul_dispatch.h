@@ -1,5 +1,5 @@
 // Which matmuls the executors run on megaops' small-m kernel, its streaming kernel and cuBLASLt: a
-// pure rule on the shape, shared by the kernels (MatmulContext::path) and by the planner,
+// pure rule on the shape (and PDL), shared by the kernels (MatmulContext::path) and by the planner,
 // which has to know which ops of an overlap region are vendor GEMMs (planner/planner.h).
 #pragma once
 
@@ -59,13 +59,26 @@ constexpr bool matmul_stream_fits(int64_t m, int64_t k) {
 // hooks; cuBLASLt is a vendor kernel (opaque to the overlap runtime and the planner).
 enum class MatmulPath { SmallM, Stream, CublasLt };
 
-// The default dispatch (no MEGAOPS_* override) of y[m, n] = x[m, k] * w[n, k]^T: small-m or
-// cuBLASLt; the streaming kernel runs only where a knob asks for it (kernels/matmul.cuh).
-constexpr MatmulPath matmul_dispatch_path(int64_t m, int64_t n, int64_t k) {
-  return m <= MATMUL_DISPATCH_SMALL_M_MAX && k <= MATMUL_DISPATCH_SMALL_K_MAX &&
-                 n <= MATMUL_DISPATCH_SMALL_N_MAX
-             ? MatmulPath::SmallM
-             : MatmulPath::CublasLt;
+// Under PDL, at m = 1, the 8B-class QKV / O projections (2048 < k <= 4096, n <= 8192) run on the
+// streaming kernel: its CTAs start while the norm / attention before them still runs (the
+// executor launches those with the streaming kernel's shared-memory carveout) and have their
+// first weight stages in flight when it ends. Measured (bench/results/2026-11-30-s8-call3, one
+// H200, rows alternated): llama3.1-8b batch 1 with PDL 4.731 / 4.729 -> 4.584 / 4.582 ms, qwen3-8b
+// 4.965 -> 4.809; without PDL the same kernels lose (5.00 vs 4.78 ms), so the rule keeps cuBLASLt
+// there. On the shared carveout and without it the streaming QKV / O measured 4.576-4.584 vs 4.694
+// (`-s8-call2`): the gain needs the early start. docs/perf-notes.md item 20.
+constexpr int64_t MATMUL_DISPATCH_STREAM_K_MAX = 4096;
+
+// The default dispatch (no MEGAOPS_* override) of y[m, n] = x[m, k] * w[n, k]^T, launched with
+// PDL or not: small-m, the streaming kernel (above) or cuBLASLt.
+constexpr MatmulPath matmul_dispatch_path(int64_t m, int64_t n, int64_t k, bool pdl = false) {
+  if (m <= MATMUL_DISPATCH_SMALL_M_MAX && k <= MATMUL_DISPATCH_SMALL_K_MAX &&
+      n <= MATMUL_DISPATCH_SMALL_N_MAX)
+    return MatmulPath::SmallM;
+  if (pdl && m == 1 && k <= MATMUL_DISPATCH_STREAM_K_MAX && n <= MATMUL_DISPATCH_SMALL_N_MAX &&
+      matmul_stream_fits(m, k))
+    return MatmulPath::Stream;
+  return MatmulPath::CublasLt;
 }
 
 }  // namespace megaops

@@ -355,10 +355,22 @@ struct ConventionalExecutor::Impl {
   }
 
   void add_rmsnorm(const float* delta_in, const bf16* w, bf16* out, int rows, bool pdl,
-                   const char* op) {
+                   const char* op, int carveout = -1) {
     AddRmsNormParams p = add_rmsnorm_params(residual, delta_in, w, out, rows);
     p.launch = launch(pdl);
+    p.launch.carveout = carveout;
     check(launch_add_rmsnorm(p), op);
+  }
+
+  // The carveout for the kernel launched just before the matmul [m, k] x [n, k]^T: under PDL, the
+  // streaming kernel's (the largest shared split) when that matmul runs on it, so the streaming
+  // kernel's CTAs can start beside the kernel's own and issue their first weight stages (kernels
+  // /common.cuh, LaunchOptions::carveout; docs/perf-notes.md item 20); else -1, the kernel's own.
+  int carveout_before_matmul(bool pdl, int m, int n, int k) const {
+    if (!pdl) return -1;
+    MatmulParams next = matmul_params(nullptr, nullptr, nullptr, DType::F32, m, n, k);
+    next.launch = launch(pdl);
+    return mm->path(next) == MatmulPath::Stream ? int{cudaSharedmemCarveoutMaxShared} : -1;
   }
 
   // Everything from the embedding to the last layer's down projection, for `t` tokens whose ids,
@@ -373,7 +385,8 @@ struct ConventionalExecutor::Impl {
     for (int l = 0; l < cfg.num_layers; ++l) {
       current_layer = l;
       const LayerWeights& L = layers[l];
-      add_rmsnorm(l == 0 ? nullptr : delta, L.ln1, normed, t, pdl, "input_layernorm");
+      add_rmsnorm(l == 0 ? nullptr : delta, L.ln1, normed, t, pdl, "input_layernorm",
+                  carveout_before_matmul(pdl, t, qd + 2 * kvd, h));
       matmul(normed, L.wqkv, qkv, DType::F32, t, qd + 2 * kvd, h, pdl, "qkv_proj");
       QkvRopeParams rp = qkv_rope_params(L, qkv, q, pos, slots, t);
       rp.launch = launch(pdl);
@@ -382,6 +395,7 @@ struct ConventionalExecutor::Impl {
         DecodeAttentionParams ap = decode_attention_params(L, q, attn, attn_ws, slots, ctx, t);
         ap.done_counters = attn_done;
         ap.launch = launch(pdl);
+        ap.launch.carveout = carveout_before_matmul(pdl, t, h, qd);
         check(launch_decode_attention(ap), "decode_attention");
       } else {
         PrefillAttentionParams ap = attention_params<PrefillAttentionParams>(L, q, attn, slots);

@@ -561,17 +561,28 @@ TEST(MatmulTest, EnvironmentKnobs) {
     EXPECT_TRUE(MatmulContext().tuning());
   }
   EXPECT_FALSE(MatmulContext().tuning());
-  auto path_of = [](int m, int n, int k) {
+  auto path_of = [](int m, int n, int k, bool pdl = false) {
     MatmulContext ctx;
     MatmulParams p;
     p.m = m;
     p.n = n;
     p.k = k;
+    p.launch.pdl = pdl;
     return ctx.path(p);
   };
   EXPECT_EQ(path_of(1, 3072, 2048), MatmulPath::SmallM);
   EXPECT_EQ(path_of(1, 6144, 4096), MatmulPath::CublasLt);
   EXPECT_EQ(path_of(16, 3072, 2048), MatmulPath::CublasLt);
+  // Under PDL the 8B-class QKV / O at m = 1 go to the streaming kernel (matmul_dispatch_path).
+  EXPECT_EQ(path_of(1, 6144, 4096, true), MatmulPath::Stream);
+  EXPECT_EQ(path_of(1, 4096, 4096, true), MatmulPath::Stream);
+  EXPECT_EQ(path_of(1, 3072, 2048, true), MatmulPath::SmallM);
+  EXPECT_EQ(path_of(1, 4096, 14336, true), MatmulPath::CublasLt);
+  EXPECT_EQ(path_of(2, 6144, 4096, true), MatmulPath::CublasLt);
+  {
+    const Env env("MEGAOPS_MATMUL_PATH", "cublaslt");
+    EXPECT_EQ(path_of(1, 6144, 4096, true), MatmulPath::CublasLt);
+  }
   {
     const Env env("MEGAOPS_MATMUL_PATH", "stream-for-small");
     EXPECT_EQ(path_of(1, 3072, 2048), MatmulPath::Stream);
