@@ -65,8 +65,9 @@ enum class MatmulPath { SmallM, Stream, CublasLt };
 // first weight stages in flight when it ends. Measured (bench/results/2026-11-30-s8-call3, one
 // H200, rows alternated): llama3.1-8b batch 1 with PDL 4.731 / 4.729 -> 4.584 / 4.582 ms, qwen3-8b
 // 4.965 -> 4.809; without PDL the same kernels lose (5.00 vs 4.78 ms), so the rule keeps cuBLASLt
-// there. On the shared carveout and without it the streaming QKV / O measured 4.576-4.584 vs 4.694
-// (`-s8-call2`): the gain needs the early start. docs/perf-notes.md item 20.
+// there. With the predecessors on the streaming kernel's split the streaming QKV / O measured
+// 4.576-4.584 ms with PDL, on the driver's split 4.694 (`-s8-call2`, `-s8-call3`): the gain needs
+// the early start. docs/perf-notes.md item 20.
 constexpr int64_t MATMUL_DISPATCH_STREAM_K_MAX = 4096;
 
 // The default dispatch (no MEGAOPS_* override) of y[m, n] = x[m, k] * w[n, k]^T, launched with

@@ -364,8 +364,9 @@ struct ConventionalExecutor::Impl {
 
   // The carveout for the kernel launched just before the matmul [m, k] x [n, k]^T: under PDL, the
   // streaming kernel's (the largest shared split) when that matmul runs on it, so the streaming
-  // kernel's CTAs can start beside the kernel's own and issue their first weight stages (kernels
-  // /common.cuh, LaunchOptions::carveout; docs/perf-notes.md item 20); else -1, the kernel's own.
+  // kernel's CTAs can start beside the kernel's own and issue their first weight stages
+  // (LaunchOptions::carveout in kernels/common.cuh; docs/perf-notes.md item 20); else -1, the
+  // kernel's own split.
   int carveout_before_matmul(bool pdl, int m, int n, int k) const {
     if (!pdl) return -1;
     MatmulParams next = matmul_params(nullptr, nullptr, nullptr, DType::F32, m, n, k);
