@@ -123,9 +123,16 @@ if want sanitize; then
     # MEGAOPS_TEST_STEPS: the overlap-vs-conventional cases decode 8 steps instead of 64 (every
     # kernel still runs in every mode; 64 steps under racecheck took 44-54 s a case and six cases
     # never finished).
+    # racecheck instruments every shared-memory access: the 8B-width executor test streams ~170 MB
+    # of weights through the streaming kernel's shared memory per step and had not finished after
+    # ~50 s (bench/results/2026-11-30-s8-call5); the streaming kernel's racecheck coverage is
+    # MatmulTest.Stream*, and memcheck / synccheck still run the executor test.
+    filter=${SANITIZE_FILTER:-$SANITIZE_DEFAULT}
+    [ "$tool" = racecheck ] && [ -z "${SANITIZE_FILTER:-}" ] &&
+      filter="$filter:Conventional.EightBWidthLayersMatchOracleWithAndWithoutPdl"
     MEGAOPS_TEST_STEPS=${SANITIZE_TEST_STEPS:-8} \
     timeout -k 5 ${SANITIZE_LIMIT:-600} compute-sanitizer --tool $tool "${api[@]}" --error-exitcode 9 \
-      "$BIN/megaops_gpu_tests" --gtest_filter="${SANITIZE_FILTER:-$SANITIZE_DEFAULT}" \
+      "$BIN/megaops_gpu_tests" --gtest_filter="$filter" \
       >"$OUT/sanitize_$tool.log" 2>&1
     rc=$?
     tail -3 "$OUT/sanitize_$tool.log"
