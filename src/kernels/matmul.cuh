@@ -89,7 +89,9 @@ class MatmulContext {
   // CUDA failure. Off by default: MEGAOPS_MATMUL_TUNE=1 or set_tuning(true) turns it on. Measured
   // (bench/results/2026-11-29-s7-call2): standalone the tuned algorithms are as fast or faster
   // (8B QKV 16.5 -> 15.6 us, qwen3-0.6b O 12.4 -> 5.3), yet the llama3.1-8b step ran slower with
-  // them (4.72 / 4.66 -> 4.99 / 4.84 ms, PDL off / on): docs/perf-notes.md item 18.
+  // them (4.72 / 4.66 -> 4.99 / 4.84 ms, PDL off / on) when a memset emptied L2 between timed
+  // launches; with the read that empties it now, on another machine, 0.6% / 0.4% faster than
+  // untuned (-s8-call1), within the spread of rows: docs/perf-notes.md item 18.
   size_t pending_tuning() const { return pending_.size(); }
   void tune_pending(cudaStream_t stream);
   void set_tuning(bool on) { tune_ = on; }
