@@ -50,7 +50,7 @@ struct Shape {
 Runner add_bench_matmul(CLI::App& app) {
   struct Opts {
     std::string preset = "llama3.1-8b", batches = "1",
-                paths = "small,stream,cublaslt,cublaslt-tuned", stages = "0", json_out;
+                paths = "small,stream,stream-bulk,cublaslt,cublaslt-tuned", stages = "0", json_out;
     int launches = 40, repeats = 5;
     bool pdl = false;
   };
@@ -58,9 +58,10 @@ Runner add_bench_matmul(CLI::App& app) {
   app.add_option("--preset", o->preset, "architecture whose matmul shapes are timed");
   app.add_option("--batch", o->batches, "batch sizes m, comma-separated");
   app.add_option("--paths", o->paths,
-                 "kernels to time: small, stream, cublaslt (the heuristic's first answer), "
-                 "cublaslt-tuned (the fastest of its candidates, as the executor runs it); "
-                 "comma-separated");
+                 "kernels to time: small, stream (the cp.async ring), stream-bulk (its "
+                 "bulk-copy version, sm_90; skipped elsewhere), cublaslt (the heuristic's first "
+                 "answer), cublaslt-tuned (the fastest of its candidates, as the executor runs "
+                 "it); comma-separated");
   app.add_option("--stages", o->stages,
                  "ring slots of the streaming kernel, comma-separated (0 = its default)");
   app.add_option("--launches", o->launches, "launches per graph replay");
@@ -74,9 +75,9 @@ Runner add_bench_matmul(CLI::App& app) {
     const std::vector<int> stage_list = parse_int_list(o->stages, "--stages");
     const std::vector<std::string> paths = split_list(o->paths);
     for (const std::string& p : paths)
-      if (p != "small" && p != "stream" && p != "cublaslt" && p != "cublaslt-tuned")
+      if (!matmul_bench_path_known(p))
         throw_input_error("--paths", "",
-                          "expected small, stream, cublaslt or cublaslt-tuned, found '" + p +
+                          std::string("expected ") + MATMUL_BENCH_PATHS_TEXT + ", found '" + p +
                               "' in '" + o->paths + "'");
     for (int m : batches)
       if (m < 1 || m > 64)
@@ -106,7 +107,8 @@ Runner add_bench_matmul(CLI::App& app) {
       const double floor_us = w_bytes / ceiling_gbps * 1e-3;
       for (int m : batches) {
         for (const std::string& path : paths) {
-          for (int stages : path == "stream" ? stage_list : std::vector<int>{0}) {
+          const bool stream = path == "stream" || path == "stream-bulk";
+          for (int stages : stream ? stage_list : std::vector<int>{0}) {
             MatmulBenchCase c;
             c.m = m;
             c.n = sh.n;
@@ -120,7 +122,7 @@ Runner add_bench_matmul(CLI::App& app) {
             const MatmulBenchTime t = time_matmul(c);
             const double tbps = w_bytes / t.median_us * 1e-6;
             const std::string label =
-                path == "stream" && stages != 0 ? "stream/" + std::to_string(stages) : path;
+                stream && stages != 0 ? path + "/" + std::to_string(stages) : path;
             std::printf("%-13s %6d %6d %3d %-14s %9.2f %8.3f %6.1f%% %8.2f\n", sh.name.c_str(),
                         sh.n, sh.k, m, label.c_str(), t.median_us, tbps,
                         100 * tbps * 1e3 / ceiling_gbps, floor_us);

@@ -388,6 +388,12 @@ void MatmulContext::set_stream_stages(int stages) {
   stream_stages_ = stages;
 }
 
+void MatmulContext::set_stream_bulk(bool bulk) {
+  if (bulk && !matmul_stream_bulk_supported())
+    throw InputError("stream kernel: bulk needs a compute capability 9.x GPU (sm_90)");
+  stream_bulk_ = bulk;
+}
+
 // MEGAOPS_CUBLAS_CHECK would name cublasGetStatusString, which lives in libcublas; megaops links
 // only libcublasLt, so the constructor reports through cublasLtGetStatusString instead.
 MatmulContext::MatmulContext() {
@@ -414,6 +420,15 @@ MatmulContext::MatmulContext() {
     if (*end != '\0' || v < MATMUL_STREAM_STAGES_MIN || v > MATMUL_STREAM_STAGES_MAX)
       throw InputError("MEGAOPS_STREAM_STAGES: " + stream_stages_range() + ", found '" + env + "'");
     stream_stages_ = static_cast<int>(v);
+  }
+  stream_bulk_ = matmul_stream_bulk_supported();
+  if (const char* env = std::getenv("MEGAOPS_STREAM_KERNEL"); env != nullptr && *env != '\0') {
+    const std::string v = env;
+    if (v != "ring" && v != "bulk")
+      throw InputError("MEGAOPS_STREAM_KERNEL: expected ring or bulk, found '" + v + "'");
+    if (v == "bulk" && !stream_bulk_)
+      throw InputError("MEGAOPS_STREAM_KERNEL: bulk needs a compute capability 9.x GPU (sm_90)");
+    stream_bulk_ = v == "bulk";
   }
   // MEGAOPS_MATMUL_TUNE=1: decode-sized cuBLASLt problems get a timed algorithm (tune_pending);
   // 0 (the default): the heuristic's first answer for every problem.
@@ -476,7 +491,7 @@ MatmulPath MatmulContext::path(const MatmulParams& p) const {
   if (forced_path_ == MatmulPath::CublasLt) return MatmulPath::CublasLt;
   // The rule picks small-m or cuBLASLt; the knobs move shapes to the streaming kernel where it
   // can take them, else the rule's choice stands.
-  const MatmulPath rule = matmul_dispatch_path(p.m, p.n, p.k, p.launch.pdl);
+  const MatmulPath rule = matmul_dispatch_path(p.m, p.n, p.k, p.launch.pdl, stream_bulk_);
   bool stream =
       forced_path_ == MatmulPath::Stream || (stream_for_small_ && rule == MatmulPath::SmallM);
   for (const auto& [n, k] : stream_shapes_) stream |= n == p.n && k == p.k;
@@ -527,22 +542,23 @@ cudaError_t MatmulContext::small_m_footprint(const MatmulParams& p, KernelFootpr
 
 namespace {
 
-cudaError_t stream_dispatch(const MatmulParams& p, int stages, KernelFootprint* footprint) {
+cudaError_t stream_dispatch(const MatmulParams& p, int stages, bool bulk,
+                            KernelFootprint* footprint) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
   if (p.max_ctas < 0) return cudaErrorInvalidValue;
   const StreamMatmulArgs a{p.x,   p.ldx, p.w, p.y, p.ldy, p.m, p.n, p.k, p.y_dtype == DType::F32,
                            p.sync};
-  return launch_matmul_stream(a, p.max_ctas, stages, p.launch, footprint);
+  return launch_matmul_stream(a, p.max_ctas, stages, p.launch, footprint, bulk);
 }
 
 }  // namespace
 
 cudaError_t MatmulContext::run_stream(const MatmulParams& p) {
-  return stream_dispatch(p, stream_stages_, nullptr);
+  return stream_dispatch(p, stream_stages_, stream_bulk_, nullptr);
 }
 
 cudaError_t MatmulContext::stream_footprint(const MatmulParams& p, KernelFootprint* out) const {
-  return stream_dispatch(p, stream_stages_, out);
+  return stream_dispatch(p, stream_stages_, stream_bulk_, out);
 }
 
 cudaError_t MatmulContext::preload_kernels() {

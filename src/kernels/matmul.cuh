@@ -79,6 +79,12 @@ class MatmulContext {
   // MATMUL_STREAM_STAGES_MIN..MAX, else InputError. MEGAOPS_STREAM_STAGES sets it at construction.
   void set_stream_stages(int stages);
   int stream_stages() const { return stream_stages_; }
+  // Which version of the streaming kernel later launches take, and which rule path() follows
+  // (matmul_dispatch_path's `bulk`): the bulk copies from a producer warp (true; the default on
+  // sm_90, elsewhere InputError) or the cp.async ring (false; the default elsewhere).
+  // MEGAOPS_STREAM_KERNEL=ring|bulk sets it at construction.
+  void set_stream_bulk(bool bulk);
+  bool stream_bulk() const { return stream_bulk_; }
 
   // cuBLASLt algorithm tuning for decode-sized problems (m <= MATMUL_TUNE_MAX_M). A problem that
   // run_cublaslt meets during stream capture and has no tuned algorithm for runs the heuristic's
@@ -112,6 +118,7 @@ class MatmulContext {
   std::vector<std::pair<int, int>> stream_shapes_;
   // Ring slots of the streaming kernel (MEGAOPS_STREAM_STAGES; 0 = its default).
   int stream_stages_ = 0;
+  bool stream_bulk_ = false;  // sm_90 unless MEGAOPS_STREAM_KERNEL says otherwise
   bool tune_ = false;
   std::map<CublasLtKey, MatmulParams> pending_;  // one problem per key, awaiting tune_pending
   std::unique_ptr<DeviceMemory> tune_memory_;    // owns tune_scratch_

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/matmul.cuh"
 #include "kernels/matmul_bench.h"
+#include "kernels/matmul_stream.cuh"
 
 namespace megaops {
 
@@ -26,15 +27,16 @@ __global__ void fill_bf16_kernel(uint16_t* p, size_t count, uint64_t seed) {
 
 bool matmul_bench_supported(const MatmulBenchCase& c) {
   if (c.path == "stream") return matmul_stream_fits(c.m, c.k);
+  if (c.path == "stream-bulk")
+    return matmul_stream_fits(c.m, c.k) && matmul_stream_bulk_supported();
   if (c.path == "small") return c.m <= MATMUL_SMALL_M_MAX;
   return c.path == "cublaslt" || c.path == "cublaslt-tuned";
 }
 
 MatmulBenchTime time_matmul(const MatmulBenchCase& c) {
-  if (c.path != "small" && c.path != "stream" && c.path != "cublaslt" && c.path != "cublaslt-tuned")
-    throw InputError(
-        "bench-matmul: path: expected small, stream, cublaslt or cublaslt-tuned, found '" + c.path +
-        "'");
+  if (!matmul_bench_path_known(c.path))
+    throw InputError(std::string("bench-matmul: path: expected ") + MATMUL_BENCH_PATHS_TEXT +
+                     ", found '" + c.path + "'");
   if (c.m < 1 || c.n < 1 || c.k < 8 || c.k % 8 != 0 || c.launches < 1 || c.repeats < 1)
     throw InputError(
         "bench-matmul: expected m, n >= 1, k a positive multiple of 8, launches and "
@@ -55,7 +57,9 @@ MatmulBenchTime time_matmul(const MatmulBenchCase& c) {
   MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());
 
   MatmulContext ctx;
-  if (c.path == "stream") ctx.set_stream_stages(c.stream_stages);
+  const bool streaming = c.path == "stream" || c.path == "stream-bulk";
+  if (streaming) ctx.set_stream_stages(c.stream_stages);
+  ctx.set_stream_bulk(c.path == "stream-bulk");
   // cublaslt: the heuristic's first answer; cublaslt-tuned: the algorithm the executor's capture
   // would tune (MatmulContext::tune_pending).
   ctx.set_tuning(c.path == "cublaslt-tuned");
@@ -72,9 +76,9 @@ MatmulBenchTime time_matmul(const MatmulBenchCase& c) {
     p.n = c.n;
     p.k = c.k;
     p.launch = LaunchOptions{stream.s, c.pdl};
-    return c.path == "small"    ? ctx.run_small_m(p)
-           : c.path == "stream" ? ctx.run_stream(p)
-                                : ctx.run_cublaslt(p);  // cublaslt or cublaslt-tuned
+    return c.path == "small" ? ctx.run_small_m(p)
+           : streaming       ? ctx.run_stream(p)
+                             : ctx.run_cublaslt(p);  // cublaslt or cublaslt-tuned
   };
   // Eager launches first: a failing path reports here, outside capture.
   for (int i = 0; i < copies; ++i) MEGAOPS_CUDA_CHECK(launch(i));

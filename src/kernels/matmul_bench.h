@@ -9,10 +9,23 @@
 
 namespace megaops {
 
+// The kernels bench-matmul times: small-m, the streaming kernel (its cp.async ring; stream-bulk:
+// its bulk-copy version, sm_90), cuBLASLt (the heuristic's first answer; -tuned: the fastest of
+// its candidates, as the executor's tuning runs it).
+inline constexpr const char* MATMUL_BENCH_PATHS[] = {"small", "stream", "stream-bulk", "cublaslt",
+                                                     "cublaslt-tuned"};
+inline constexpr const char* MATMUL_BENCH_PATHS_TEXT =
+    "small, stream, stream-bulk, cublaslt or cublaslt-tuned";
+inline bool matmul_bench_path_known(const std::string& p) {
+  for (const char* q : MATMUL_BENCH_PATHS)
+    if (p == q) return true;
+  return false;
+}
+
 struct MatmulBenchCase {
   int m = 1, n = 0, k = 0;
-  std::string path = "small";  // small, stream, cublaslt or cublaslt-tuned
-  int stream_stages = 0;       // ring slots of the streaming kernel, 0 = its default
+  std::string path = "small";  // one of MATMUL_BENCH_PATHS
+  int stream_stages = 0;       // ring slots of the streaming kernels, 0 = their default
   int launches = 40;           // per graph replay
   int repeats = 5;             // graph replays timed
   bool pdl = false;
@@ -23,8 +36,9 @@ struct MatmulBenchTime {
   int weight_copies = 0;
 };
 
-// True when `path` can run the case's shape (the streaming kernel takes m <= 4 and k whose x fits
-// its shared memory; the small-m kernel m <= 64).
+// True when `path` can run the case's shape on the current device (the streaming kernel takes
+// m <= 2 and k whose x fits its shared memory, its bulk version an sm_90 GPU; the small-m kernel
+// m <= 64).
 bool matmul_bench_supported(const MatmulBenchCase& c);
 
 // Times the case on the current device. Throws InputError for an unknown path or an unsupported

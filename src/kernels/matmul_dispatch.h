@@ -70,9 +70,29 @@ enum class MatmulPath { SmallM, Stream, CublasLt };
 // the early start. docs/perf-notes.md item 20.
 constexpr int64_t MATMUL_DISPATCH_STREAM_K_MAX = 4096;
 
+// With the streaming kernel's bulk-copy version (sm_90: `bulk` below, kernels/matmul_stream.cuh)
+// at m = 1 it also takes, with PDL or without, the 1B-class QKV / O (k <= 2048, n <= 4096, else
+// small-m) and down projections (n <= 2048, k <= 8192, else cuBLASLt), and under PDL the 8B-class
+// QKV / O as above. Measured (bench/results/2026-11-30-s9-call2, one H200, ms/token PDL off / on,
+// rows alternated): llama3.2-1b 1.083-1.091 / 1.024-1.027 -> 1.042-1.045 / 0.950-0.952, qwen3-0.6b
+// 1.138-1.140 / 0.885-0.887 -> 1.053-1.056 / 0.836-0.841; llama3.1-8b with PDL 4.494-4.520 ->
+// 4.416-4.425 (the ring version's 8B QKV / O replaced). Not taken: the long streams (gate_up, the
+// 8B's down, LM heads), where cuBLASLt stays ahead (every matmul on it: llama3.1-8b 5.51 / 5.10,
+// llama3.2-1b 1.084 / 0.956), and the 8B-class QKV / O without PDL (llama3.1-8b 4.71-4.73 ->
+// 4.77; qwen3-8b 5.003 -> 4.892, the two disagree). m = 2 is not measured.
+constexpr int64_t MATMUL_DISPATCH_BULK_QKVO_N_MAX = 4096;
+constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_N_MAX = 2048;
+constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_K_MAX = 8192;
+
 // The default dispatch (no MEGAOPS_* override) of y[m, n] = x[m, k] * w[n, k]^T, launched with
-// PDL or not: small-m, the streaming kernel (above) or cuBLASLt.
-constexpr MatmulPath matmul_dispatch_path(int64_t m, int64_t n, int64_t k, bool pdl = false) {
+// PDL or not, on a GPU that runs the streaming kernel's bulk version (`bulk`; the planner's H200
+// model does) or not: small-m, the streaming kernel (above) or cuBLASLt.
+constexpr MatmulPath matmul_dispatch_path(int64_t m, int64_t n, int64_t k, bool pdl = false,
+                                          bool bulk = true) {
+  if (bulk && m == 1 && matmul_stream_fits(m, k) &&
+      ((k <= MATMUL_DISPATCH_SMALL_K_MAX && n <= MATMUL_DISPATCH_BULK_QKVO_N_MAX) ||
+       (n <= MATMUL_DISPATCH_BULK_DOWN_N_MAX && k <= MATMUL_DISPATCH_BULK_DOWN_K_MAX)))
+    return MatmulPath::Stream;
   if (m <= MATMUL_DISPATCH_SMALL_M_MAX && k <= MATMUL_DISPATCH_SMALL_K_MAX &&
       n <= MATMUL_DISPATCH_SMALL_N_MAX)
     return MatmulPath::SmallM;

@@ -1,7 +1,10 @@
-// The weight-streaming matmul for decode at batch 1-2 (see matmul_stream.cuh). Not in the default
-// dispatch: it runs when MEGAOPS_MATMUL_PATH asks for it (stream, stream-for-small) and in
-// `megaops bench-matmul`, which compares it with the small-m kernel and cuBLASLt.
+// The weight-streaming matmul for decode at batch 1-2 (see matmul_stream.cuh), in two versions:
+// the cp.async ring below (any sm_80+ GPU) and the bulk-copy version after it (sm_90), which the
+// default dispatch runs at m = 1 on the shapes of kernels/matmul_dispatch.h (the 1B-class QKV, O
+// and down projections; the 8B-class QKV / O under PDL). `megaops bench-matmul` compares both with
+// the small-m kernel and cuBLASLt; MEGAOPS_MATMUL_PATH / _STREAM_SHAPES move other shapes here.
 //
+// The ring version's history:
 // Why it exists. The small-m kernel (matmul.cu) keeps its weights in registers: 4 KB in flight per
 // warp, and ncu on the 8B's O projection (bench/results/2026-11-29-s6-call1) shows it latency-bound
 // (DRAM 43-50% of peak, 15.5 of 24 possible warps per SM, 66% of stalls on the weight loads).
@@ -114,6 +117,14 @@ __device__ __forceinline__ void store_y(bf16* y, float v) {
   *y = __float2bfloat16_rn(v);
 }
 
+// Chunk i of x as [m][k padded to the stage width] in 8-element chunks: the predecessor's output
+// (ordinary coherent loads, after the wait), zeros past m and k.
+__device__ __forceinline__ uint4 x_chunk(const StreamMatmulArgs& a, int i, int chunks_per_row) {
+  const int b = i / chunks_per_row, kk = (i % chunks_per_row) * 8;
+  if (b >= a.m || kk >= a.k) return make_uint4(0, 0, 0, 0);
+  return *reinterpret_cast<const uint4*>(a.x + static_cast<int64_t>(b) * a.ldx + kk);
+}
+
 // The stage this thread copies next: row block, k slice and ring slot, advanced one stage at a
 // time (no divisions in the loop). Each thread copies the same four 16-byte chunks of every
 // stage: column chunk `cc8` of rows r0, r0 + 2, r0 + 4, r0 + 6 (two rows per 256-thread round).
@@ -181,11 +192,8 @@ __global__ void __launch_bounds__(ST_THREADS, 1)
   // fp32, zero past m and k. The first barrier of the loop publishes it.
   const int x_chunks_per_row = kpad / 8;
   for (int i = threadIdx.x; i < M * x_chunks_per_row; i += ST_THREADS) {
-    const int b = i / x_chunks_per_row, kk = (i % x_chunks_per_row) * 8;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (b < a.m && kk < a.k)
-      v = *reinterpret_cast<const uint4*>(a.x + static_cast<int64_t>(b) * a.ldx + kk);
-    float4* dst = reinterpret_cast<float4*>(xs + static_cast<size_t>(b) * kpad + kk);
+    const uint4 v = x_chunk(a, i, x_chunks_per_row);
+    float4* dst = reinterpret_cast<float4*>(xs) + 2 * i;  // xs[b][kpad]: chunk i at 8 i
     dst[0] = make_float4(bf16_lo(v.x), bf16_hi(v.x), bf16_lo(v.y), bf16_hi(v.y));
     dst[1] = make_float4(bf16_lo(v.z), bf16_hi(v.z), bf16_lo(v.w), bf16_hi(v.w));
   }
@@ -240,6 +248,245 @@ __global__ void __launch_bounds__(ST_THREADS, 1)
   tile_sync_signal(a.sync, step);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The bulk-copy version (sm_90; MEGAOPS_STREAM_KERNEL=bulk, kernels/matmul_stream.cuh).
+//
+// Same stages (8 rows x 1024 k, 16 KB) and the same contiguous row-block range per CTA, but:
+//   - one producer warp (lane 0) fills the ring with bulk copies (cp.async.bulk, the TMA's 1-D
+//     form: one instruction per 2 KB row slice instead of 128 16-byte cp.async), each slot with a
+//     "full" mbarrier the copies complete and an "empty" one the consumer warps release, so no
+//     CTA-wide barrier per stage and the ring can be deep without costing issue slots;
+//   - the eight consumer warps split a stage along k instead of by row: warp w takes chunks
+//     16 w .. 16 w + 15 of all eight rows, lane l chunk 16 w + l % 16 of rows l / 16 + 2 j
+//     (j < 4), so a lane loads its 8 x values once per stage and uses them for four rows (the
+//     ring version reads all of x once per row: 2 bytes of x per byte of W from shared memory);
+//     x sits in shared memory as two fp32 halves per 8-wide chunk, so eight lanes read 128
+//     contiguous bytes (no bank conflict);
+//   - a row's partial sums meet once per row block: a shuffle over the 16 lanes of a half warp,
+//     then the eight warps' partials through shared memory (double-buffered by row block, one
+//     named barrier of the consumer warps), summed in warp order by warp 0.
+// Measured (bench/results/2026-11-30-s9-call1, -call2; H200, m = 1, 4 slots): faster than the
+// ring on every model shape (8B QKV 15.9 vs 17.8 us, O 11.8 vs 13.3, gate_up 63.0 vs 67.4; 1B
+// gate_up 20.7 vs 24.1) and than cuBLASLt on the QKV / O / small down projections (8B O 11.7 vs
+// 13.3; 1B O 5.0 vs 6.1, down 12.8 vs 13.6), still behind it on the long streams (8B gate_up 61 vs
+// 55-58, down 34-39 vs 31-33, LM head 257 vs 238). More slots are slower here too (ncu at 8: DRAM
+// 67% busy, issue slots 23%: neither the issue rate nor the bytes in flight limit it).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define MEGAOPS_STREAM_BULK 1
+#endif
+
+constexpr int BK_WARPS = ST_WARPS;  // consumer warps; the producer is warp BK_WARPS
+constexpr int BK_THREADS = (BK_WARPS + 1) * 32;
+// 4: the fastest of 2-12 on most model shapes (bench/results/2026-11-30-s9-call1, -call2); more
+// slots are slower, 6 and up by 10-20% on the long streams (8B gate_up 61 / 61 / 72 us at 4 / 5 /
+// 6).
+constexpr int BK_DEFAULT_STAGES = 4;
+constexpr int BK_RED_FLOATS = 2 * BK_WARPS * MATMUL_STREAM_M_MAX * ST_ROWS;  // two row blocks
+
+#ifdef MEGAOPS_STREAM_BULK
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_addr(bar)), "r"(count)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_addr(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(shared_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(shared_addr(dst)),
+      "l"(src), "r"(bytes), "r"(shared_addr(bar))
+      : "memory");
+}
+
+// The bulk copies of one stage into its slot, completing on the slot's full barrier. Rows past n
+// are not copied (their sums are never stored); k past its end is not copied either, and the
+// consumers skip those chunks (the slot holds stale bytes there).
+__device__ __forceinline__ void bulk_issue_stage(const StreamMatmulArgs& a, bf16* slot_base,
+                                                 uint64_t* full, int rb, int ks) {
+  const int row0 = rb * ST_ROWS, k0 = ks * ST_KC;
+  const int rows = min(ST_ROWS, a.n - row0);
+  const uint32_t bytes = static_cast<uint32_t>(min(ST_KC, a.k - k0)) * 2u;
+  mbar_expect_tx(full, bytes * static_cast<uint32_t>(rows));
+  for (int r = 0; r < rows; ++r)
+    bulk_copy(slot_base + r * ST_KC, a.w + static_cast<int64_t>(row0 + r) * a.k + k0, bytes, full);
+}
+#endif
+
+template <int M, typename OutT>
+__global__ void __launch_bounds__(BK_THREADS, 1)
+    matmul_stream_bulk_kernel(StreamMatmulArgs a, int stages) {
+#ifdef MEGAOPS_STREAM_BULK
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int kstages = (a.k + ST_KC - 1) / ST_KC;
+  const int kpad = kstages * ST_KC;
+  bf16* ring = reinterpret_cast<bf16*>(smem);  // stages x [ST_ROWS][ST_KC]
+  // x: [M][kpad / 8][4] low halves of each 8-wide chunk, then the same for the high halves.
+  float* xlo = reinterpret_cast<float*>(ring + static_cast<size_t>(stages) * ST_STAGE_ELEMS);
+  float* xhi = xlo + static_cast<size_t>(M) * kpad / 2;
+  uint64_t* full = reinterpret_cast<uint64_t*>(xlo + static_cast<size_t>(M) * kpad);
+  uint64_t* empty = full + stages;
+  float* red = reinterpret_cast<float*>(empty + stages);  // [2][BK_WARPS][M][ST_ROWS]
+
+  const int row_blocks = (a.n + ST_ROWS - 1) / ST_ROWS;
+  const int rb0 = static_cast<int>(static_cast<int64_t>(blockIdx.x) * row_blocks / gridDim.x);
+  const int rb1 = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * row_blocks / gridDim.x);
+  const int total = (rb1 - rb0) * kstages;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const bool producer = warp == BK_WARPS;
+  const uint32_t step = tile_sync_step(a.sync);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], BK_WARPS);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  // The weights need no wait: the producer fills the whole ring before anyone waits for x.
+  int p_rb = rb0, p_ks = 0, p_t = 0;
+  auto produce = [&]() {
+    const int slot = p_t % stages;
+    bulk_issue_stage(a, ring + slot * ST_STAGE_ELEMS, &full[slot], p_rb, p_ks);
+    if (++p_ks == kstages) {
+      p_ks = 0;
+      ++p_rb;
+    }
+    ++p_t;
+  };
+  if (producer && lane == 0)
+    while (p_t < min(stages, total)) produce();
+  __syncwarp();  // the producer warp reconverges before the CTA-wide barriers below
+  tile_sync_wait(a.sync, step);
+
+  // x (the predecessor's output: ordinary coherent loads, after the wait), zero past m and k.
+  const int x_chunks_per_row = kpad / 8;
+  for (int i = threadIdx.x; i < M * x_chunks_per_row; i += BK_THREADS) {
+    const uint4 v = x_chunk(a, i, x_chunks_per_row);
+    reinterpret_cast<float4*>(xlo)[i] =
+        make_float4(bf16_lo(v.x), bf16_hi(v.x), bf16_lo(v.y), bf16_hi(v.y));
+    reinterpret_cast<float4*>(xhi)[i] =
+        make_float4(bf16_lo(v.z), bf16_hi(v.z), bf16_lo(v.w), bf16_hi(v.w));
+  }
+  pdl_launch_dependents();
+  __syncthreads();
+
+  if (producer) {
+    if (lane == 0) {
+      while (p_t < total) {
+        mbar_wait(&empty[p_t % stages], static_cast<uint32_t>(p_t / stages - 1) & 1u);
+        produce();
+      }
+    }
+    __syncwarp();
+  } else {
+    const int c = 16 * warp + (lane & 15);  // this lane's chunk of every stage
+    const int r0 = lane >> 4;               // and its rows r0, r0 + 2, r0 + 4, r0 + 6
+    OutT* y = static_cast<OutT*>(a.y);
+    float acc[M][4];
+#pragma unroll
+    for (int b = 0; b < M; ++b)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[b][j] = 0.f;
+    int rb = rb0, ks = 0, slot = 0, buf = 0;
+    uint32_t phase = 0;
+    for (int t = 0; t < total; ++t) {
+      mbar_wait(&full[slot], phase);
+      const int kc = ks * (ST_KC / 8) + c;  // chunk index along k
+      if (kc * 8 < a.k) {
+        float xv[M][8];
+#pragma unroll
+        for (int b = 0; b < M; ++b) {
+          const float4 lo = reinterpret_cast<const float4*>(xlo)[b * x_chunks_per_row + kc];
+          const float4 hi = reinterpret_cast<const float4*>(xhi)[b * x_chunks_per_row + kc];
+          xv[b][0] = lo.x, xv[b][1] = lo.y, xv[b][2] = lo.z, xv[b][3] = lo.w;
+          xv[b][4] = hi.x, xv[b][5] = hi.y, xv[b][6] = hi.z, xv[b][7] = hi.w;
+        }
+        const bf16* ws = ring + slot * ST_STAGE_ELEMS + r0 * ST_KC + c * 8;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint4 wv = *reinterpret_cast<const uint4*>(ws + 2 * j * ST_KC);
+#pragma unroll
+          for (int b = 0; b < M; ++b) {
+            float s0 = acc[b][j];
+            s0 = fmaf(bf16_lo(wv.x), xv[b][0], s0);
+            s0 = fmaf(bf16_hi(wv.x), xv[b][1], s0);
+            s0 = fmaf(bf16_lo(wv.y), xv[b][2], s0);
+            s0 = fmaf(bf16_hi(wv.y), xv[b][3], s0);
+            s0 = fmaf(bf16_lo(wv.z), xv[b][4], s0);
+            s0 = fmaf(bf16_hi(wv.z), xv[b][5], s0);
+            s0 = fmaf(bf16_lo(wv.w), xv[b][6], s0);
+            s0 = fmaf(bf16_hi(wv.w), xv[b][7], s0);
+            acc[b][j] = s0;
+          }
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[slot]);  // this warp is done with the slot
+      if (++slot == stages) {
+        slot = 0;
+        phase ^= 1u;
+      }
+      if (++ks == kstages) {  // the row block's last slice: its rows are complete
+        ks = 0;
+        float* rbuf = red + buf * (BK_WARPS * M * ST_ROWS);
+#pragma unroll
+        for (int b = 0; b < M; ++b)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            float v = acc[b][j];
+            v += __shfl_xor_sync(0xffffffffu, v, 8);
+            v += __shfl_xor_sync(0xffffffffu, v, 4);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            acc[b][j] = 0.f;
+            if ((lane & 15) == 0) rbuf[(warp * M + b) * ST_ROWS + r0 + 2 * j] = v;
+          }
+        // The consumer warps only (the producer may still be waiting for a slot).
+        asm volatile("bar.sync 1, %0;" ::"n"(BK_WARPS * 32) : "memory");
+        if (warp == 0 && lane < M * ST_ROWS) {
+          const int b = lane / ST_ROWS, r = lane % ST_ROWS;
+          float v = 0.f;
+#pragma unroll
+          for (int w = 0; w < BK_WARPS; ++w) v += rbuf[(w * M + b) * ST_ROWS + r];
+          const int row = rb * ST_ROWS + r;
+          if (b < a.m && row < a.n) store_y(y + static_cast<int64_t>(b) * a.ldy + row, v);
+        }
+        buf ^= 1;  // the next writer of this buffer comes after the next barrier
+        ++rb;
+      }
+    }
+  }
+  // Every bulk copy issued was waited for by the consumers above.
+  tile_sync_signal(a.sync, step);
+#else
+  __trap();  // launched only on sm_90 (launch_matmul_stream checks)
+#endif
+}
+
 // The dynamic shared memory `kernel` may take on the current device (its opt-in limit less its
 // static shared memory), and the device's SM count.
 template <typename Kernel>
@@ -258,43 +505,55 @@ cudaError_t dynamic_smem_room(Kernel kernel, int* room, int* sm_count) {
   return cudaSuccess;
 }
 
-template <int M, typename OutT>
-cudaError_t launch_stream_m(const StreamMatmulArgs& a, int max_ctas, int stages,
-                            const LaunchOptions& opt, KernelFootprint* footprint) {
-  auto kernel = matmul_stream_kernel<M, OutT>;
+// Launches (or describes) one of the streaming kernels with `threads` per CTA and shared memory of
+// `fixed` bytes plus `per_stage` per ring slot: as many slots as asked for (0: `default_stages`)
+// within what the GPU's shared memory holds, one CTA per row block up to what fits on the GPU.
+template <typename Kernel>
+cudaError_t launch_streaming(Kernel kernel, int threads, int64_t fixed, int64_t per_stage,
+                             int default_stages, const StreamMatmulArgs& a, int max_ctas,
+                             int stages, const LaunchOptions& opt, KernelFootprint* footprint) {
   int dyn_room = 0, sm_count = 0;
   if (const cudaError_t err = dynamic_smem_room(kernel, &dyn_room, &sm_count); err != cudaSuccess)
     return err;
-  const int64_t kpad = (static_cast<int64_t>(a.k) + ST_KC - 1) / ST_KC * ST_KC;
-  const int64_t x_bytes = M * kpad * 4;  // fp32
-  const int64_t room = static_cast<int64_t>(dyn_room) - x_bytes;
-  int s = stages > 0 ? stages : ST_DEFAULT_STAGES;
-  s = static_cast<int>(std::min<int64_t>({s, ST_MAX_STAGES, room / ST_STAGE_BYTES}));
+  int s = stages > 0 ? stages : default_stages;
+  s = static_cast<int>(
+      std::min<int64_t>({s, ST_MAX_STAGES, (static_cast<int64_t>(dyn_room) - fixed) / per_stage}));
   if (s < ST_MIN_STAGES) return cudaErrorInvalidValue;
-  const size_t smem = static_cast<size_t>(s) * ST_STAGE_BYTES + static_cast<size_t>(x_bytes);
+  const size_t smem = static_cast<size_t>(s * per_stage + fixed);
   int per_sm = 0;
   if (const cudaError_t err =
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, ST_THREADS, smem);
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
       err != cudaSuccess)
     return err;
   if (per_sm < 1) return cudaErrorInvalidValue;  // preload_matmul_stream() not called
   const int row_blocks = (a.n + ST_ROWS - 1) / ST_ROWS;
   int grid = std::min(row_blocks, sm_count * per_sm);
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
-  if (footprint != nullptr) return kernel_footprint(kernel, grid, ST_THREADS, smem, footprint);
-  return launch_kernel(kernel, dim3(grid), dim3(ST_THREADS), smem, opt, a, s);
+  if (footprint != nullptr) return kernel_footprint(kernel, grid, threads, smem, footprint);
+  return launch_kernel(kernel, dim3(grid), dim3(threads), smem, opt, a, s);
+}
+
+template <typename OutT, int M>
+cudaError_t launch_stream_m(const StreamMatmulArgs& a, int max_ctas, int stages,
+                            const LaunchOptions& opt, KernelFootprint* footprint, bool bulk) {
+  const int64_t x_bytes = M * ((static_cast<int64_t>(a.k) + ST_KC - 1) / ST_KC * ST_KC) * 4;
+  if (bulk)  // x, the row partials; a slot and its two mbarriers
+    return launch_streaming(matmul_stream_bulk_kernel<M, OutT>, BK_THREADS,
+                            x_bytes + BK_RED_FLOATS * 4, ST_STAGE_BYTES + 2 * 8, BK_DEFAULT_STAGES,
+                            a, max_ctas, stages, opt, footprint);
+  return launch_streaming(matmul_stream_kernel<M, OutT>, ST_THREADS, x_bytes, ST_STAGE_BYTES,
+                          ST_DEFAULT_STAGES, a, max_ctas, stages, opt, footprint);
 }
 
 template <typename OutT>
 cudaError_t launch_stream_out(const StreamMatmulArgs& a, int max_ctas, int stages,
-                              const LaunchOptions& opt, KernelFootprint* footprint) {
-  if (a.m <= 1) return launch_stream_m<1, OutT>(a, max_ctas, stages, opt, footprint);
-  return launch_stream_m<2, OutT>(a, max_ctas, stages, opt, footprint);
+                              const LaunchOptions& opt, KernelFootprint* footprint, bool bulk) {
+  if (a.m <= 1) return launch_stream_m<OutT, 1>(a, max_ctas, stages, opt, footprint, bulk);
+  return launch_stream_m<OutT, 2>(a, max_ctas, stages, opt, footprint, bulk);
 }
 
-template <int M, typename OutT>
-cudaError_t preload_stream_m() {
-  auto kernel = matmul_stream_kernel<M, OutT>;
+template <typename Kernel>
+cudaError_t preload_stream_kernel(Kernel kernel) {
   if (const cudaError_t err = preload_kernel(kernel); err != cudaSuccess) return err;
   int room = 0, sm_count = 0;
   if (const cudaError_t err = dynamic_smem_room(kernel, &room, &sm_count); err != cudaSuccess)
@@ -304,16 +563,31 @@ cudaError_t preload_stream_m() {
 
 }  // namespace
 
+bool matmul_stream_bulk_supported() {
+  int major = 0;
+  return current_device_attribute(cudaDevAttrComputeCapabilityMajor, &major) == cudaSuccess &&
+         major == 9;
+}
+
 cudaError_t launch_matmul_stream(const StreamMatmulArgs& a, int max_ctas, int stages,
-                                 const LaunchOptions& opt, KernelFootprint* footprint) {
+                                 const LaunchOptions& opt, KernelFootprint* footprint, bool bulk) {
   if (!matmul_stream_fits(a.m, a.k)) return cudaErrorInvalidValue;
-  return a.y_f32 ? launch_stream_out<float>(a, max_ctas, stages, opt, footprint)
-                 : launch_stream_out<bf16>(a, max_ctas, stages, opt, footprint);
+  if (bulk && !matmul_stream_bulk_supported()) return cudaErrorNotSupported;
+  return a.y_f32 ? launch_stream_out<float>(a, max_ctas, stages, opt, footprint, bulk)
+                 : launch_stream_out<bf16>(a, max_ctas, stages, opt, footprint, bulk);
 }
 
 cudaError_t preload_matmul_stream() {
-  for (cudaError_t err : {preload_stream_m<1, float>(), preload_stream_m<2, float>(),
-                          preload_stream_m<1, bf16>(), preload_stream_m<2, bf16>()})
+  for (cudaError_t err : {preload_stream_kernel(matmul_stream_kernel<1, float>),
+                          preload_stream_kernel(matmul_stream_kernel<2, float>),
+                          preload_stream_kernel(matmul_stream_kernel<1, bf16>),
+                          preload_stream_kernel(matmul_stream_kernel<2, bf16>)})
+    if (err != cudaSuccess) return err;
+  if (!matmul_stream_bulk_supported()) return cudaSuccess;
+  for (cudaError_t err : {preload_stream_kernel(matmul_stream_bulk_kernel<1, float>),
+                          preload_stream_kernel(matmul_stream_bulk_kernel<2, float>),
+                          preload_stream_kernel(matmul_stream_bulk_kernel<1, bf16>),
+                          preload_stream_kernel(matmul_stream_bulk_kernel<2, bf16>)})
     if (err != cudaSuccess) return err;
   return cudaSuccess;
 }

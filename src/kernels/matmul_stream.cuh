@@ -2,6 +2,8 @@
 // W streamed through a ring of shared-memory stages by cp.async, so that each SM keeps ~100 KB of
 // weights in flight without spending registers on them. Reached through MatmulContext
 // (kernels/matmul.cuh), which validates the parameters first; declared here for matmul.cu only.
+// Two versions: the ring of cp.async stages (any sm_80+ GPU) and, on sm_90, bulk copies into the
+// ring from a producer warp (MatmulContext's MEGAOPS_STREAM_KERNEL).
 #pragma once
 
 #include <cstdint>
@@ -27,8 +29,15 @@ struct StreamMatmulArgs {
 // the parameters (MatmulContext). `stages` (ring slots of 16 KB) = 0 takes the default, 4; any
 // value is clamped to what the GPU's shared memory allows. Shapes that do not fit
 // (matmul_stream_fits) get cudaErrorInvalidValue.
+// bulk: the bulk-copy version (sm_90 only, else cudaErrorNotSupported; its default ring is 8
+// slots): a producer warp fills the ring with one cp.async.bulk per 2 KB row slice, and the
+// consumer warps reuse each x value for four rows (matmul_stream.cu).
 cudaError_t launch_matmul_stream(const StreamMatmulArgs& a, int max_ctas, int stages,
-                                 const LaunchOptions& opt, KernelFootprint* footprint);
+                                 const LaunchOptions& opt, KernelFootprint* footprint,
+                                 bool bulk = false);
+
+// True when the current device runs the bulk-copy version (compute capability 9.x).
+bool matmul_stream_bulk_supported();
 
 // Loads every instantiation and raises its dynamic shared-memory limit (outside stream capture).
 cudaError_t preload_matmul_stream();

@@ -417,7 +417,8 @@ struct ConventionalExecutor::Impl {
         peer_reduce_delta(2 * l, t, pdl);
       else
         all_reduce_delta(t, "o_proj all-reduce");
-      add_rmsnorm(delta, L.ln2, normed, t, pdl, "post_attention_layernorm");
+      add_rmsnorm(delta, L.ln2, normed, t, pdl, "post_attention_layernorm",
+                  carveout_before_matmul(pdl, t, 2 * inter, h));
       matmul(normed, L.wgu, gu, DType::F32, t, 2 * inter, h, pdl, "gate_up_proj");
       SiluMulParams sp;
       sp.gate_up_f32 = gu;
@@ -425,6 +426,7 @@ struct ConventionalExecutor::Impl {
       sp.m = t;
       sp.inter = inter;
       sp.launch = launch(pdl);
+      sp.launch.carveout = carveout_before_matmul(pdl, t, h, inter);
       check(launch_silu_mul(sp), "silu_mul");
       matmul(act, L.wdown, by_peer ? peer_slot(opt.tp_rank, 2 * l + 1) : delta, DType::F32, t, h,
              inter, pdl, "down_proj");
@@ -531,7 +533,9 @@ struct ConventionalExecutor::Impl {
   void record_decode_step(int b, bool pdl) {
     if (peer) check(launch_tp_step_advance(peer->step, launch(pdl)), "tp step advance");
     run_layers(b, dec_tokens, dec_pos, dec_slots, dec_ctx, /*decode=*/true, pdl);
-    add_rmsnorm(delta, final_norm, normed, b, pdl, "final_norm");
+    add_rmsnorm(
+        delta, final_norm, normed, b, pdl, "final_norm",
+        comm == nullptr ? carveout_before_matmul(pdl, b, cfg.vocab_size, cfg.hidden_size) : -1);
     lm_head_and_sample(normed, b, pdl);
     StepAdvanceParams ap = step_advance_params(b);
     ap.launch = launch(pdl);

@@ -1,5 +1,6 @@
-// The default matmul dispatch (kernels/matmul_dispatch.h) is a pure rule on the shape and PDL,
-// shared by MatmulContext and the planner: checked here on the CPU for the shapes of the presets.
+// The default matmul dispatch (kernels/matmul_dispatch.h) is a pure rule on the shape, PDL and
+// whether the GPU runs the streaming kernel's bulk version, shared by MatmulContext and the
+// planner: checked here on the CPU for the shapes of the presets.
 #include "kernels/matmul_dispatch.h"
 
 #include <gtest/gtest.h>
@@ -7,32 +8,53 @@
 namespace megaops {
 namespace {
 
-TEST(MatmulDispatch, SmallModelsStayOnSmallMWithAndWithoutPdl) {
+TEST(MatmulDispatch, SmallModelsStreamAtBatchOneWhereBulkCopiesRun) {
   for (bool pdl : {false, true}) {
-    EXPECT_EQ(matmul_dispatch_path(1, 3072, 2048, pdl), MatmulPath::SmallM);  // llama3.2-1b QKV
-    EXPECT_EQ(matmul_dispatch_path(1, 2048, 2048, pdl), MatmulPath::SmallM);  // its O
-    EXPECT_EQ(matmul_dispatch_path(1, 4096, 1024, pdl), MatmulPath::SmallM);  // qwen3-0.6b QKV
-    EXPECT_EQ(matmul_dispatch_path(1, 1024, 2048, pdl), MatmulPath::SmallM);  // its O
+    EXPECT_EQ(matmul_dispatch_path(1, 3072, 2048, pdl), MatmulPath::Stream);  // llama3.2-1b QKV
+    EXPECT_EQ(matmul_dispatch_path(1, 2048, 2048, pdl), MatmulPath::Stream);  // its O
+    EXPECT_EQ(matmul_dispatch_path(1, 2048, 8192, pdl), MatmulPath::Stream);  // its down
+    EXPECT_EQ(matmul_dispatch_path(1, 4096, 1024, pdl), MatmulPath::Stream);  // qwen3-0.6b QKV
+    EXPECT_EQ(matmul_dispatch_path(1, 1024, 2048, pdl), MatmulPath::Stream);  // its O
+    EXPECT_EQ(matmul_dispatch_path(1, 1024, 3072, pdl), MatmulPath::Stream);  // its down
+    // Batch 2 and up, and GPUs without bulk copies: the small-m kernel and cuBLASLt as before.
+    for (int m : {2, 8}) {
+      EXPECT_EQ(matmul_dispatch_path(m, 3072, 2048, pdl), MatmulPath::SmallM) << "m " << m;
+      EXPECT_EQ(matmul_dispatch_path(m, 2048, 8192, pdl), MatmulPath::CublasLt) << "m " << m;
+    }
+    EXPECT_EQ(matmul_dispatch_path(1, 3072, 2048, pdl, false), MatmulPath::SmallM);
+    EXPECT_EQ(matmul_dispatch_path(1, 1024, 2048, pdl, false), MatmulPath::SmallM);
+    EXPECT_EQ(matmul_dispatch_path(1, 2048, 8192, pdl, false), MatmulPath::CublasLt);
   }
 }
 
 TEST(MatmulDispatch, EightBQkvAndOStreamOnlyUnderPdlAtBatchOne) {
-  // llama3.1-8b / qwen3-8b: QKV 6144 x 4096, O 4096 x 4096.
-  EXPECT_EQ(matmul_dispatch_path(1, 6144, 4096, true), MatmulPath::Stream);
-  EXPECT_EQ(matmul_dispatch_path(1, 4096, 4096, true), MatmulPath::Stream);
-  EXPECT_EQ(matmul_dispatch_path(1, 6144, 4096, false), MatmulPath::CublasLt);
+  // llama3.1-8b / qwen3-8b: QKV 6144 x 4096, O 4096 x 4096; either streaming version.
+  for (bool bulk : {true, false}) {
+    EXPECT_EQ(matmul_dispatch_path(1, 6144, 4096, true, bulk), MatmulPath::Stream);
+    EXPECT_EQ(matmul_dispatch_path(1, 4096, 4096, true, bulk), MatmulPath::Stream);
+    EXPECT_EQ(matmul_dispatch_path(1, 6144, 4096, false, bulk), MatmulPath::CublasLt);
+    for (int m : {2, 8, 32})
+      EXPECT_EQ(matmul_dispatch_path(m, 6144, 4096, true, bulk), MatmulPath::CublasLt) << "m " << m;
+  }
   EXPECT_EQ(matmul_dispatch_path(1, 4096, 4096), MatmulPath::CublasLt);  // PDL off by default
-  for (int m : {2, 8, 32})
-    EXPECT_EQ(matmul_dispatch_path(m, 6144, 4096, true), MatmulPath::CublasLt) << "m " << m;
 }
 
 TEST(MatmulDispatch, LongWeightStreamsStayOnCublasLt) {
-  for (bool pdl : {false, true}) {
-    EXPECT_EQ(matmul_dispatch_path(1, 28672, 4096, pdl), MatmulPath::CublasLt);   // 8B gate_up
-    EXPECT_EQ(matmul_dispatch_path(1, 4096, 14336, pdl), MatmulPath::CublasLt);   // 8B down
-    EXPECT_EQ(matmul_dispatch_path(1, 128256, 4096, pdl), MatmulPath::CublasLt);  // 8B LM head
-    EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, pdl), MatmulPath::CublasLt);   // 1B gate_up
-    EXPECT_EQ(matmul_dispatch_path(32, 3072, 2048, pdl), MatmulPath::CublasLt);   // prefill
+  for (bool bulk : {true, false}) {
+    for (bool pdl : {false, true}) {
+      EXPECT_EQ(matmul_dispatch_path(1, 28672, 4096, pdl, bulk),
+                MatmulPath::CublasLt);  // 8B gate_up
+      EXPECT_EQ(matmul_dispatch_path(1, 4096, 14336, pdl, bulk), MatmulPath::CublasLt);  // 8B down
+      EXPECT_EQ(matmul_dispatch_path(1, 4096, 12288, pdl, bulk),
+                MatmulPath::CublasLt);  // qwen3-8b down
+      EXPECT_EQ(matmul_dispatch_path(1, 128256, 4096, pdl, bulk), MatmulPath::CublasLt);  // LM head
+      EXPECT_EQ(matmul_dispatch_path(1, 128256, 2048, pdl, bulk), MatmulPath::CublasLt);  // 1B's
+      EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, pdl, bulk),
+                MatmulPath::CublasLt);  // 1B gate_up
+      EXPECT_EQ(matmul_dispatch_path(1, 6144, 1024, pdl, bulk),
+                MatmulPath::SmallM);  // 0.6B gate_up
+      EXPECT_EQ(matmul_dispatch_path(32, 3072, 2048, pdl, bulk), MatmulPath::CublasLt);  // prefill
+    }
   }
 }
 

@@ -23,6 +23,7 @@
 #include "gpu_test_util.h"
 #include "kernels/hbm_read.cuh"
 #include "kernels/matmul.cuh"
+#include "kernels/matmul_stream.cuh"
 #include "reference/ops.h"
 
 namespace megaops {
@@ -220,28 +221,59 @@ TEST(MatmulTest, SmallMMatchesReferenceOnAwkwardShapes) {
 // The streaming kernel on every m it takes, k not a multiple of its 1024-wide stage, n not a
 // multiple of its 8-row block, more row blocks than CTAs (n = 4500: 563 blocks), k = 14336 (the 8B
 // down projection: 14 stages per row block), and ring sizes from the smallest to the largest.
+// Both versions: the cp.async ring and (on sm_90) the bulk copies from a producer warp.
+std::vector<bool> stream_versions() {
+  std::vector<bool> v{false};
+  if (matmul_stream_bulk_supported()) v.push_back(true);
+  return v;
+}
+
 TEST(MatmulTest, StreamMatchesReferenceOnAwkwardShapes) {
   MEGAOPS_REQUIRE_GPU();
   std::mt19937_64 rng(test_seed() + 7);
-  for (int stages : {0, 2, 3, 16}) {
-    SCOPED_TRACE("stages " + std::to_string(stages));
-    MatmulContext ctx;
-    ctx.set_stream_stages(stages);
-    for (int m = 1; m <= MATMUL_STREAM_M_MAX; ++m) {
-      std::vector<std::array<int, 2>> kn;
-      for (const auto& s : SWEEP_KN) kn.push_back({s[0], s[1]});
-      kn.push_back({14336, 300});
-      kn.push_back({3080, 4500});
-      for (const auto& [k, n] : kn) {
-        if (!matmul_stream_fits(m, k)) continue;
-        const Problem pr(m, n, k, k, n, rng);
-        for (DType t : {DType::BF16, DType::F32}) {
-          for (bool pdl : {false, true}) {
-            SCOPED_TRACE(pdl ? "pdl" : "no pdl");
-            check_path(ctx, pr, Path::Stream, t, pdl);
+  for (const bool bulk : stream_versions())
+    for (int stages : {0, 2, 3, 16}) {
+      SCOPED_TRACE(std::string(bulk ? "bulk" : "ring") + " stages " + std::to_string(stages));
+      MatmulContext ctx;
+      ctx.set_stream_stages(stages);
+      ctx.set_stream_bulk(bulk);
+      for (int m = 1; m <= MATMUL_STREAM_M_MAX; ++m) {
+        std::vector<std::array<int, 2>> kn;
+        for (const auto& s : SWEEP_KN) kn.push_back({s[0], s[1]});
+        kn.push_back({14336, 300});
+        kn.push_back({3080, 4500});
+        for (const auto& [k, n] : kn) {
+          if (!matmul_stream_fits(m, k)) continue;
+          const Problem pr(m, n, k, k, n, rng);
+          for (DType t : {DType::BF16, DType::F32}) {
+            for (bool pdl : {false, true}) {
+              SCOPED_TRACE(pdl ? "pdl" : "no pdl");
+              check_path(ctx, pr, Path::Stream, t, pdl);
+            }
           }
         }
       }
+    }
+}
+
+// The bulk version copies neither rows past n nor k past its end, so its ring slots hold stale
+// bytes there; a launch whose weights are all NaN fills every slot of every SM with NaN first,
+// and the awkward shapes after it (k tails of 8 and 1032 elements, n tails) must not see them.
+TEST(MatmulTest, StreamBulkNeverReadsStaleRingBytes) {
+  MEGAOPS_REQUIRE_GPU();
+  if (!matmul_stream_bulk_supported()) GTEST_SKIP() << "bulk copies need an sm_90 GPU";
+  std::mt19937_64 rng(test_seed() + 8);
+  MatmulContext ctx;
+  ctx.set_stream_bulk(true);
+  ctx.set_stream_stages(16);
+  Problem nan_w(1, 8192, 4096, 4096, 8192, rng);
+  nan_w.w_dev.upload(std::vector<uint16_t>(size_t(8192) * 4096, BF16_NAN_BITS));
+  for (const auto& [k, n] : std::vector<std::array<int, 2>>{{2056, 111}, {3080, 4500}, {8, 9}}) {
+    for (int m = 1; m <= MATMUL_STREAM_M_MAX; ++m) {
+      Output sink(DType::F32, 1, 8192);
+      ASSERT_EQ(ctx.run_stream(nan_w.params(sink.buf.ptr, DType::F32, false)), cudaSuccess);
+      const Problem pr(m, n, k, k, n, rng);
+      check_path(ctx, pr, Path::Stream, DType::F32, false);
     }
   }
 }
@@ -281,7 +313,11 @@ TEST(MatmulTest, StridedOperands) {
       const Problem pr(m, n, k, k + 24, n + 13, rng);
       for (DType t : {DType::BF16, DType::F32}) {
         if (m <= MATMUL_SMALL_M_MAX) check_path(ctx, pr, Path::SmallM, t, true);
-        if (matmul_stream_fits(m, k)) check_path(ctx, pr, Path::Stream, t, true);
+        for (const bool bulk : stream_versions()) {
+          ctx.set_stream_bulk(bulk);
+          if (matmul_stream_fits(m, k)) check_path(ctx, pr, Path::Stream, t, true);
+        }
+        ctx.set_stream_bulk(false);
         check_path(ctx, pr, Path::CublasLt, t, false);
       }
     }
@@ -308,7 +344,11 @@ TEST(MatmulTest, PdlChainReadsPredecessorOutputOnlyAfterWait) {
     }();
     DeviceBuffer<uint16_t> w2_dev(w2.size());
     w2_dev.upload(to_bf16_bits(w2));
-    for (int round = 0; round < 3; ++round) {
+    for (int round = 0; round < 5; ++round) {
+      // Rounds 3 and 4 repeat 1 and 2 with the bulk version of the streaming kernel.
+      const bool bulk = round >= 3;
+      if (bulk && !matmul_stream_bulk_supported()) break;
+      ctx.set_stream_bulk(bulk);
       DeviceBuffer<uint16_t> y1(size_t(m) * n1);
       DeviceBuffer<float> y2(size_t(m) * n2);
       y1.poison();
@@ -328,9 +368,9 @@ TEST(MatmulTest, PdlChainReadsPredecessorOutputOnlyAfterWait) {
       p2.k = n1;
       p2.launch.stream = stream;
       p2.launch.pdl = true;
-      // m = 1: both on the streaming kernel in round 1 (whose CTAs fill their whole ring before
-      // the wait), mixed in round 2.
-      const bool stream1 = m == 1 && round == 1, stream2 = m == 1 && round >= 1;
+      // m = 1: both on the streaming kernel in rounds 1 and 3 (whose CTAs fill their whole ring
+      // before the wait), mixed in rounds 2 and 4.
+      const bool stream1 = m == 1 && (round == 1 || round == 3), stream2 = m == 1 && round >= 1;
       ASSERT_EQ(stream1 ? ctx.run_stream(p1) : ctx.run_small_m(p1), cudaSuccess);
       ASSERT_EQ(stream2 ? ctx.run_stream(p2) : ctx.run_small_m(p2), cudaSuccess);
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
@@ -570,13 +610,35 @@ TEST(MatmulTest, EnvironmentKnobs) {
     p.launch.pdl = pdl;
     return ctx.path(p);
   };
-  EXPECT_EQ(path_of(1, 3072, 2048), MatmulPath::SmallM);
+  // On sm_90 the bulk version of the streaming kernel is the default, and the rule sends the
+  // 1B-class QKV / O / down at m = 1 to it (matmul_dispatch_path); elsewhere small-m / cuBLASLt.
+  const bool bulk = matmul_stream_bulk_supported();
+  EXPECT_EQ(MatmulContext().stream_bulk(), bulk);
+  const MatmulPath small_model = bulk ? MatmulPath::Stream : MatmulPath::SmallM;
+  EXPECT_EQ(path_of(1, 3072, 2048), small_model);
+  EXPECT_EQ(path_of(1, 3072, 2048, true), small_model);
+  EXPECT_EQ(path_of(1, 2048, 8192), bulk ? MatmulPath::Stream : MatmulPath::CublasLt);
+  EXPECT_EQ(path_of(2, 3072, 2048), MatmulPath::SmallM);
   EXPECT_EQ(path_of(1, 6144, 4096), MatmulPath::CublasLt);
   EXPECT_EQ(path_of(16, 3072, 2048), MatmulPath::CublasLt);
   // Under PDL the 8B-class QKV / O at m = 1 go to the streaming kernel (matmul_dispatch_path).
   EXPECT_EQ(path_of(1, 6144, 4096, true), MatmulPath::Stream);
   EXPECT_EQ(path_of(1, 4096, 4096, true), MatmulPath::Stream);
-  EXPECT_EQ(path_of(1, 3072, 2048, true), MatmulPath::SmallM);
+  expect_error("MEGAOPS_STREAM_KERNEL", "tma");
+  {
+    // The ring version: the rule of GPUs without bulk copies.
+    const Env env("MEGAOPS_STREAM_KERNEL", "ring");
+    EXPECT_FALSE(MatmulContext().stream_bulk());
+    EXPECT_EQ(path_of(1, 3072, 2048), MatmulPath::SmallM);
+    EXPECT_EQ(path_of(1, 2048, 8192), MatmulPath::CublasLt);
+    EXPECT_EQ(path_of(1, 6144, 4096, true), MatmulPath::Stream);
+  }
+  if (bulk) {
+    const Env env("MEGAOPS_STREAM_KERNEL", "bulk");
+    EXPECT_TRUE(MatmulContext().stream_bulk());
+  } else {
+    expect_error("MEGAOPS_STREAM_KERNEL", "bulk");  // no bulk copies on this GPU
+  }
   EXPECT_EQ(path_of(1, 4096, 14336, true), MatmulPath::CublasLt);
   EXPECT_EQ(path_of(2, 6144, 4096, true), MatmulPath::CublasLt);
   {
