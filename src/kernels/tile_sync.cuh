@@ -73,7 +73,6 @@ struct TileSync {
 struct KernelFootprint {
   int ctas = 0;
   int blocks_per_sm = 0;
-  size_t smem_per_block = 0;  // static + dynamic shared memory of one CTA
 };
 
 // Occupancy of `kernel` with `threads` per CTA and `smem` dynamic shared memory.
@@ -81,9 +80,6 @@ template <typename Kernel>
 cudaError_t kernel_footprint(Kernel kernel, int ctas, int threads, size_t smem,
                              KernelFootprint* out) {
   out->ctas = ctas;
-  cudaFuncAttributes attr;
-  if (const cudaError_t err = cudaFuncGetAttributes(&attr, kernel); err != cudaSuccess) return err;
-  out->smem_per_block = attr.sharedSizeBytes + smem;
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&out->blocks_per_sm, kernel, threads, smem);
 }
 

@@ -100,9 +100,7 @@ struct OverlapOp {
   std::string name;
   bool cappable = false;
   std::function<cudaError_t(int cap, KernelFootprint*)> footprint;
-  // Launches with the step's stream and shared-memory carveout (OverlapState::carveout); never
-  // PDL (ExecutorOptions).
-  std::function<cudaError_t(int cap, const TileSync&, const LaunchOptions&)> launch;
+  std::function<cudaError_t(int cap, const TileSync&, cudaStream_t)> launch;
   int cap = 0;   // chosen budget (launch argument)
   int ctas = 0;  // CTAs launched with that budget
   // A vendor (cuBLASLt) kernel: stream-ordered below, or with chunks behind a gate
@@ -145,9 +143,6 @@ struct OverlapState {
   int sms = 0;
   // Ops with budgets, per batch size (budgets depend on the grids, which depend on b).
   std::map<int, std::vector<OverlapOp>> plans;
-  // The L1 / shared split every own kernel of the step for batch b launches with (percent, -1:
-  // each kernel's attribute, the maximum shared split): choose_overlap_budgets.
-  std::map<int, int> carveout;
   // Timeline tracing (ExecutorOptions::overlap_trace_capacity > 0).
   TileTraceRecord* trace_records = nullptr;
   uint32_t* trace_cursor = nullptr;
@@ -591,7 +586,6 @@ struct ConventionalExecutor::Impl {
   void apply_overlap_regions(OverlapState& st) const;
   std::vector<OverlapOp> build_overlap_ops(int b);
   void choose_overlap_budgets(std::vector<OverlapOp>& ops) const;
-  int step_carveout(const std::vector<OverlapOp>& ops) const;
   void record_overlap_step(int b);
   // Throws the watchdog's description when it tripped, else a DeviceError for a failed status.
   void overlap_check(cudaError_t err) const {
@@ -744,10 +738,10 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     op.footprint = [params, footprint](int cap, KernelFootprint* f) {
       return footprint(params, cap, f);
     };
-    op.launch = [params, launch](int cap, const TileSync& sync, const LaunchOptions& lo) {
+    op.launch = [params, launch](int cap, const TileSync& sync, cudaStream_t s) {
       auto q = params;
       q.sync = sync;
-      q.launch = lo;
+      q.launch = LaunchOptions{s, false};  // never PDL: see ExecutorOptions
       return launch(q, cap);
     };
     ops.push_back(std::move(op));
@@ -791,16 +785,15 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       op.stream_ordered = chunks == 1;
       op.footprint = [](int, KernelFootprint* f) { return tile_gate_footprint(f); };
       if (op.stream_ordered) {
-        op.launch = [p, mmc](int, const TileSync&, const LaunchOptions& lo) {
+        op.launch = [p, mmc](int, const TileSync&, cudaStream_t s) {
           MatmulParams q = p;
-          q.launch = LaunchOptions{lo.stream, false};  // cuBLASLt keeps its own split
+          q.launch = LaunchOptions{s, false};
           return mmc->run_cublaslt(q);
         };
         ops.push_back(std::move(op));
         return;
       }
-      op.launch = [p, mmc, chunks](int, const TileSync& sync, const LaunchOptions& lo) {
-        const cudaStream_t s = lo.stream;
+      op.launch = [p, mmc, chunks](int, const TileSync& sync, cudaStream_t s) {
         // No wait: stream order or the barrier before it already ordered the producer.
         if (sync.wait_counter[0] != nullptr)
           if (const cudaError_t err = launch_tile_gate(sync, s); err != cudaSuccess) return err;
@@ -932,51 +925,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       launch_step_advance);
   if (ops.size() != st.op_names.size()) throw Error("internal: overlap op list mismatch");
   choose_overlap_budgets(ops);
-  st.carveout[b] = step_carveout(ops);
   return ops;
-}
-
-// The L1 / shared split of the overlap step's own kernels (OverlapState::carveout). Every own
-// kernel asks for the maximum shared split when it is preloaded (preload_kernel), and the budgets
-// use its occupancy at that split; the step launches all of them with one split instead, the
-// smallest shared-memory capacity of the GPU that still holds each kernel's blocks_per_sm CTAs,
-// so they keep one split among them (condition (B) of graph/overlap_budget.h) and their
-// occupancy, and the rest of the storage serves as L1 (the small models' kernels want it:
-// docs/perf-notes.md item 20). Vendor GEMMs keep their own split: they never wait, so an SM they
-// hold frees itself. -1 (each kernel's attribute) with gated vendor chunks, whose gate kernels
-// wait on the maximum split, and with MEGAOPS_OVERLAP_STEP_CARVEOUT=0 (for A/B runs).
-int ConventionalExecutor::Impl::step_carveout(const std::vector<OverlapOp>& ops) const {
-  if (opt.overlap_vendor_chunks > 1) return -1;
-  if (const char* env = std::getenv("MEGAOPS_OVERLAP_STEP_CARVEOUT");
-      env != nullptr && std::string(env) == "0")
-    return -1;
-  int device = 0, sm_smem = 0, reserved = 0, major = 0;
-  MEGAOPS_CUDA_CHECK(cudaGetDevice(&device));
-  MEGAOPS_CUDA_CHECK(
-      cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  MEGAOPS_CUDA_CHECK(
-      cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
-  MEGAOPS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (major < 8 || sm_smem <= 0) return -1;
-  size_t need = 0;
-  for (const OverlapOp& op : ops) {
-    if (op.opaque) continue;
-    KernelFootprint f;
-    MEGAOPS_CUDA_CHECK(op.footprint(0, &f));
-    need = std::max(need, static_cast<size_t>(f.blocks_per_sm) *
-                              (f.smem_per_block + static_cast<size_t>(reserved)));
-  }
-  // The shared-memory capacities an SM can be set to on compute capabilities 8.x and 9.0 (CUDA
-  // programming guide), KB. The percent asked for lands just above the capacity chosen, so the
-  // driver's nearest capacity is that one, never the smaller one below it.
-  static constexpr int CAPACITY_KB[] = {0, 8, 16, 32, 64, 100, 132, 164, 196, 228};
-  for (int kb : CAPACITY_KB) {
-    const int64_t bytes = int64_t{kb} * 1024;
-    if (bytes > sm_smem) break;
-    if (static_cast<size_t>(bytes) >= need)
-      return static_cast<int>(std::min<int64_t>(100, (bytes * 100 + sm_smem - 1) / sm_smem));
-  }
-  return -1;
 }
 
 // CTA budgets and barriers: graph/overlap_budget.h (the conditions, the argument, the rule), fed
@@ -1029,7 +978,6 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
   auto it = st.plans.find(b);
   if (it == st.plans.end()) it = st.plans.emplace(b, build_overlap_ops(b)).first;
   std::vector<OverlapOp>& ops = it->second;
-  const int carve = st.carveout[b];
   const size_t n = ops.size() - 1;
   const size_t W = st.streams.size();
   size_t drop = ops.size();
@@ -1059,7 +1007,7 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
     return s;
   };
   auto run = [&](size_t k, cudaStream_t s) {
-    const cudaError_t err = ops[k].launch(ops[k].cap, sync_for(k), LaunchOptions{s, false, carve});
+    const cudaError_t err = ops[k].launch(ops[k].cap, sync_for(k), s);
     if (err != cudaSuccess)
       throw DeviceError("overlap op '" + ops[k].name + "': " + cudaGetErrorString(err));
   };
