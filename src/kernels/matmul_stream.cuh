@@ -29,7 +29,7 @@ struct StreamMatmulArgs {
 // the parameters (MatmulContext). `stages` (ring slots of 16 KB) = 0 takes the default, 4; any
 // value is clamped to what the GPU's shared memory allows. Shapes that do not fit
 // (matmul_stream_fits) get cudaErrorInvalidValue.
-// bulk: the bulk-copy version (sm_90 only, else cudaErrorNotSupported; its default ring is 8
+// bulk: the bulk-copy version (sm_90 only, else cudaErrorNotSupported; its default ring is 4
 // slots): a producer warp fills the ring with one cp.async.bulk per 2 KB row slice, and the
 // consumer warps reuse each x value for four rows (matmul_stream.cu).
 cudaError_t launch_matmul_stream(const StreamMatmulArgs& a, int max_ctas, int stages,
