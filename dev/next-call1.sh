@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The next session's first device call (dev/README "Next GPU session" step 4 and the two bulk-kernel
-# patches), one H200, ~8 minutes. Carry .carry/pack.tar.xz with three builds:
+# patches), one H200, ~10 minutes (split the rows4 part into its own call if the first parts run
+# long). Carry .carry/pack.tar.xz with three builds:
 #   scripts/build_variant.sh main
 #   scripts/build_variant.sh delays dev/stream-bulk-delays.patch
 #   scripts/build_variant.sh threadrel dev/stream-bulk-thread-release.patch
