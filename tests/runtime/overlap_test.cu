@@ -190,6 +190,36 @@ INSTANTIATE_TEST_SUITE_P(FullSize, OverlapFullSize,
                            return n;
                          });
 
+// The sequence that hung a candidate shared-memory split (bench/results/2026-11-30-s9-call3,
+// -call4): a full-size model decodes ~500 overlap steps at batch 1, then batch 8 and 32 on the
+// same executor. Every step must finish (a hang is the watchdog's DeviceError) with the tokens of
+// a conventional executor that ran the same prompts.
+TEST(Overlap, BatchSwitchAfterFiveHundredStepsFullSize) {
+  MEGAOPS_REQUIRE_GPU();
+  const ModelConfig cfg = preset_config("llama3.2-1b");
+  const uint64_t seed = testing::test_seed();
+  constexpr int PROMPT = 32, STEPS = 128;
+  ConventionalExecutor conv(cfg, random_filler(seed),
+                            options(32, PROMPT + STEPS, DecodeBackend::Conventional));
+  ConventionalExecutor ovl(cfg, random_filler(seed),
+                           options(32, PROMPT + STEPS, DecodeBackend::Overlap));
+  int steps = 0;
+  for (int round = 0; round < 4; ++round) {  // batch 1: 4 x 128 steps
+    const auto prompts = random_prompts({PROMPT}, cfg.vocab_size, seed + round);
+    ovl.prefill(prompts);
+    for (int i = 0; i < STEPS; ++i, ++steps) ASSERT_NO_THROW(ovl.decode_step()) << "step " << steps;
+  }
+  for (int b : {8, 32}) {
+    const auto prompts = random_prompts(std::vector<int>(b, PROMPT), cfg.vocab_size, seed + b);
+    ASSERT_EQ(conv.prefill(prompts), ovl.prefill(prompts)) << "batch " << b;
+    for (int i = 0; i < 16; ++i) {
+      std::vector<int> got;
+      ASSERT_NO_THROW(got = ovl.decode_step()) << "batch " << b << " step " << i;
+      ASSERT_EQ(conv.decode_step(), got) << "batch " << b << " step " << i;
+    }
+  }
+}
+
 // The batch may change between prefills: counters stay consistent (constant sum per step).
 TEST(Overlap, BatchChangesAcrossPrefills) {
   MEGAOPS_REQUIRE_GPU();
