@@ -388,9 +388,16 @@ void MatmulContext::set_stream_stages(int stages) {
   stream_stages_ = stages;
 }
 
+namespace {
+// The streaming kernel's bulk version runs on sm_90 only; `who` names the setting that asked.
+void require_stream_bulk(const char* who) {
+  if (!matmul_stream_bulk_supported())
+    throw InputError(std::string(who) + ": bulk needs a compute capability 9.x GPU (sm_90)");
+}
+}  // namespace
+
 void MatmulContext::set_stream_bulk(bool bulk) {
-  if (bulk && !matmul_stream_bulk_supported())
-    throw InputError("stream kernel: bulk needs a compute capability 9.x GPU (sm_90)");
+  if (bulk) require_stream_bulk("stream kernel");
   stream_bulk_ = bulk;
 }
 
@@ -426,8 +433,7 @@ MatmulContext::MatmulContext() {
     const std::string v = env;
     if (v != "ring" && v != "bulk")
       throw InputError("MEGAOPS_STREAM_KERNEL: expected ring or bulk, found '" + v + "'");
-    if (v == "bulk" && !stream_bulk_)
-      throw InputError("MEGAOPS_STREAM_KERNEL: bulk needs a compute capability 9.x GPU (sm_90)");
+    if (v == "bulk") require_stream_bulk("MEGAOPS_STREAM_KERNEL");
     stream_bulk_ = v == "bulk";
   }
   // MEGAOPS_MATMUL_TUNE=1: decode-sized cuBLASLt problems get a timed algorithm (tune_pending);

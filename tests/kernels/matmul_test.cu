@@ -257,8 +257,11 @@ TEST(MatmulTest, StreamMatchesReferenceOnAwkwardShapes) {
 }
 
 // The bulk version copies neither rows past n nor k past its end, so its ring slots hold stale
-// bytes there; a launch whose weights are all NaN fills every slot of every SM with NaN first,
-// and the awkward shapes after it (k tails of 8 and 1032 elements, n tails) must not see them.
+// bytes there; a launch whose weights are all NaN first fills every slot of every CTA's ring
+// with NaN, and the awkward shapes after it (k tails of 8 and 1032 elements, n tails) must not
+// see them. It catches a read of stale bytes only where the next launch's CTAs find the NaN
+// left in their shared memory, which CUDA does not promise (in practice shared memory is not
+// cleared between kernels); the reference checks of every other stream test stand beside it.
 TEST(MatmulTest, StreamBulkNeverReadsStaleRingBytes) {
   MEGAOPS_REQUIRE_GPU();
   if (!matmul_stream_bulk_supported()) GTEST_SKIP() << "bulk copies need an sm_90 GPU";
