@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(ST_THREADS, 1)
 // Same stages (8 rows x 1024 k, 16 KB) and the same contiguous row-block range per CTA, but:
 //   - one producer warp (lane 0) fills the ring with bulk copies (cp.async.bulk, the TMA's 1-D
 //     form: one instruction per 2 KB row slice instead of 128 16-byte cp.async), each slot with a
-//     "full" mbarrier the copies complete and an "empty" one the consumer warps release, so no
+//     "full" mbarrier the copies complete and an "empty" one every consumer thread releases, so no
 //     CTA-wide barrier per stage and the ring can be deep without costing issue slots;
 //   - the eight consumer warps split a stage along k instead of by row: warp w takes chunks
 //     16 w .. 16 w + 15 of all eight rows, lane l chunk 16 w + l % 16 of rows l / 16 + 2 j
@@ -334,6 +334,13 @@ __device__ __forceinline__ void bulk_issue_stage(const StreamMatmulArgs& a, bf16
 }
 #endif
 
+// The site of an injected delay in the bulk kernel's ring: (CTA, stage, warp; the producer is
+// warp BK_WARPS).
+__device__ __forceinline__ uint64_t ring_delay_site(int t, int warp) {
+  return (static_cast<uint64_t>(blockIdx.x) << 40) ^ (static_cast<uint64_t>(t) << 8) ^
+         static_cast<uint64_t>(warp);
+}
+
 template <int M, typename OutT>
 __global__ void __launch_bounds__(BK_THREADS, 1)
     matmul_stream_bulk_kernel(StreamMatmulArgs a, int stages) {
@@ -360,7 +367,7 @@ __global__ void __launch_bounds__(BK_THREADS, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], BK_WARPS);
+      mbar_init(&empty[s], BK_WARPS * 32);  // every consumer thread releases its own loads
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -398,6 +405,9 @@ __global__ void __launch_bounds__(BK_THREADS, 1)
     if (lane == 0) {
       while (p_t < total) {
         mbar_wait(&empty[p_t % stages], static_cast<uint32_t>(p_t / stages - 1) & 1u);
+        // Injected delays (tests): a stage's bytes arrive late, so a consumer that read a slot
+        // before its full barrier completed would read the previous stage's rows.
+        random_delay(a.sync.delay, ring_delay_site(p_t, BK_WARPS));
         produce();
       }
     }
@@ -444,8 +454,15 @@ __global__ void __launch_bounds__(BK_THREADS, 1)
           }
         }
       }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[slot]);  // this warp is done with the slot
+      // Injected delays (tests): this warp releases the slot late, so a producer that refilled it
+      // before every warp released it would overwrite rows a slow warp has yet to read.
+      random_delay(a.sync.delay, ring_delay_site(t, warp));
+      // Every consumer thread releases its own loads of the slot (the empty barrier counts
+      // BK_WARPS * 32 arrivals): one lane's arrive after a __syncwarp orders the warp's loads as
+      // well, but racecheck only follows a thread's own release and reported every slot
+      // (bench/results/2026-11-30-s9-call3); the same kernel with per-thread arrivals is clean and
+      // equally fast (-s10-call1).
+      mbar_arrive(&empty[slot]);
       if (++slot == stages) {
         slot = 0;
         phase ^= 1u;

@@ -281,6 +281,38 @@ TEST(MatmulTest, StreamBulkNeverReadsStaleRingBytes) {
   }
 }
 
+// The bulk version's ring under injected delays (TileSync::delay): the producer issues each stage
+// late and every consumer warp releases each slot late, by different random amounts, so a
+// consumer reading before a slot's full barrier, or a producer refilling before every warp
+// released it, would mix rows of two stages. Small and large rings, k tails, every m, seeds.
+TEST(MatmulTest, StreamBulkRingSurvivesInjectedDelays) {
+  MEGAOPS_REQUIRE_GPU();
+  if (!matmul_stream_bulk_supported()) GTEST_SKIP() << "bulk copies need an sm_90 GPU";
+  std::mt19937_64 rng(test_seed() + 9);
+  MatmulContext ctx;
+  ctx.set_stream_bulk(true);
+  int trials = 0;
+  for (int stages : {2, 4, 16}) {
+    ctx.set_stream_stages(stages);
+    for (int m = 1; m <= MATMUL_STREAM_M_MAX; ++m) {
+      for (const auto& [k, n] : std::vector<std::array<int, 2>>{{3080, 700}, {14336, 64}}) {
+        if (!matmul_stream_fits(m, k)) continue;  // m = 2, k = 14336: x does not fit
+        const Problem pr(m, n, k, k, n, rng);
+        for (uint64_t seed = 1; seed <= 3; ++seed, ++trials) {
+          SCOPED_TRACE("stages " + std::to_string(stages) + " seed " + std::to_string(seed));
+          Output out(DType::F32, pr.m, pr.ldy);
+          MatmulParams p = pr.params(out.buf.ptr, DType::F32, false);
+          p.sync.delay = DelayParams{4000, seed * 7919 + static_cast<uint64_t>(stages)};
+          ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          expect_matches(pr, out, "stream-bulk with delays");
+        }
+      }
+    }
+  }
+  EXPECT_EQ(trials, 27);  // 3 rings x (2 shapes at m = 1 + 1 at m = 2) x 3 seeds
+}
+
 TEST(MatmulTest, CublasLtMatchesReferenceOnAwkwardShapes) {
   MEGAOPS_REQUIRE_GPU();
   std::mt19937_64 rng(test_seed() + 1);
