@@ -111,7 +111,7 @@ fi
 # or run thousands of trials; every kernel is still covered by its small-shape tests
 # (DecodeAttention.SanitizerSubset stands in for MatchesReference). The OOM test is left out: the
 # out-of-memory API errors it provokes on purpose are what memcheck reports as errors.
-SANITIZE_DEFAULT='-FullSize/*:DecodeAttention.MatchesReference:Conventional.OutOfMemoryNamesTheBuffer:DecodeAttention.LongContext:DecodeAttention.LargeBatch:PrefillAttention.MatchesReference:TileSemaphore.ProducerConsumerRandomized:TileSemaphore.GraphReplaysOnMonotonicCounters:TileSemaphoreDeathTest.*:MatmulTest.SmallMMatchesReferenceOnAwkwardShapes:MatmulTest.CublasLtMatchesReferenceOnAwkwardShapes:Sample.SampledMatchesReference:Overlap.TenThousandReplays:Overlap.RandomDelays:OverlapDeathTest.*'
+SANITIZE_DEFAULT='-FullSize/*:DecodeAttention.MatchesReference:Conventional.OutOfMemoryNamesTheBuffer:DecodeAttention.LongContext:DecodeAttention.LargeBatch:PrefillAttention.MatchesReference:TileSemaphore.ProducerConsumerRandomized:TileSemaphore.GraphReplaysOnMonotonicCounters:TileSemaphoreDeathTest.*:MatmulTest.SmallMMatchesReferenceOnAwkwardShapes:MatmulTest.CublasLtMatchesReferenceOnAwkwardShapes:Sample.SampledMatchesReference:Overlap.TenThousandReplays:Overlap.RandomDelays:Overlap.BatchSwitchAfterFiveHundredStepsFullSize:OverlapDeathTest.*'
 if want sanitize; then
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     log "compute-sanitizer $tool"
