@@ -7,6 +7,7 @@
 #include "core/cuda_check.h"
 #include "core/cuda_owners.h"
 #include "core/error.h"
+#include "kernels/hbm_read.cuh"
 #include "kernels/matmul.cuh"
 #include "kernels/matmul_bench.h"
 #include "kernels/matmul_stream.cuh"
@@ -30,7 +31,7 @@ bool matmul_bench_supported(const MatmulBenchCase& c) {
   if (c.path == "stream-bulk")
     return matmul_stream_fits(c.m, c.k) && matmul_stream_bulk_supported();
   if (c.path == "small") return c.m <= MATMUL_SMALL_M_MAX;
-  return c.path == "cublaslt" || c.path == "cublaslt-tuned";
+  return c.path == "cublaslt" || c.path == "cublaslt-tuned" || c.path == "read";
 }
 
 MatmulBenchTime time_matmul(const MatmulBenchCase& c) {
@@ -50,7 +51,7 @@ MatmulBenchTime time_matmul(const MatmulBenchCase& c) {
   // 8.
   const int copies = static_cast<int>(std::clamp<size_t>((size_t{1} << 30) / w_bytes, 2, 8));
   CudaMemory w(w_bytes * copies), x(static_cast<size_t>(c.m) * c.k * 2),
-      y(static_cast<size_t>(c.m) * c.n * 4);
+      y(static_cast<size_t>(c.m) * c.n * 4), sink(sizeof(unsigned));
   fill_bf16_kernel<<<1024, 256>>>(static_cast<uint16_t*>(w.ptr), w_elems * copies, 1234);
   fill_bf16_kernel<<<64, 256>>>(static_cast<uint16_t*>(x.ptr), static_cast<size_t>(c.m) * c.k, 77);
   MEGAOPS_CUDA_CHECK(cudaGetLastError());
@@ -76,6 +77,11 @@ MatmulBenchTime time_matmul(const MatmulBenchCase& c) {
     p.n = c.n;
     p.k = c.k;
     p.launch = LaunchOptions{stream.s, c.pdl};
+    if (c.path ==
+        "read")  // the weight bytes alone (n x k bf16, a multiple of 16 bytes as k % 8 == 0)
+      return hbm_read(
+          HbmReadParams{p.w, w_bytes, static_cast<unsigned*>(sink.ptr),
+                        LaunchOptions{stream.s, false}});  // never PDL: no predecessor to wait for
     return c.path == "small" ? ctx.run_small_m(p)
            : streaming       ? ctx.run_stream(p)
                              : ctx.run_cublaslt(p);  // cublaslt or cublaslt-tuned

@@ -11,11 +11,13 @@ namespace megaops {
 
 // The kernels bench-matmul times: small-m, the streaming kernel (its cp.async ring; stream-bulk:
 // its bulk-copy version, sm_90), cuBLASLt (the heuristic's first answer; -tuned: the fastest of
-// its candidates, as the executor's tuning runs it).
-inline constexpr const char* MATMUL_BENCH_PATHS[] = {"small", "stream", "stream-bulk", "cublaslt",
-                                                     "cublaslt-tuned"};
+// its candidates, as the executor's tuning runs it), and read: no matmul, the HBM ceiling's read
+// kernel over the same weight bytes in the same graph of launches, the floor a matmul of that
+// shape reaches at best (ramp and launch boundary included).
+inline constexpr const char* MATMUL_BENCH_PATHS[] = {"small",    "stream",         "stream-bulk",
+                                                     "cublaslt", "cublaslt-tuned", "read"};
 inline constexpr const char* MATMUL_BENCH_PATHS_TEXT =
-    "small, stream, stream-bulk, cublaslt or cublaslt-tuned";
+    "small, stream, stream-bulk, cublaslt, cublaslt-tuned or read";
 inline bool matmul_bench_path_known(const std::string& p) {
   for (const char* q : MATMUL_BENCH_PATHS)
     if (p == q) return true;

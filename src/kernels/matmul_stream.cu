@@ -332,7 +332,6 @@ __device__ __forceinline__ void bulk_issue_stage(const StreamMatmulArgs& a, bf16
   for (int r = 0; r < rows; ++r)
     bulk_copy(slot_base + r * ST_KC, a.w + static_cast<int64_t>(row0 + r) * a.k + k0, bytes, full);
 }
-#endif
 
 // The site of an injected delay in the bulk kernel's ring: (CTA, stage, warp; the producer is
 // warp BK_WARPS).
@@ -340,6 +339,7 @@ __device__ __forceinline__ uint64_t ring_delay_site(int t, int warp) {
   return (static_cast<uint64_t>(blockIdx.x) << 40) ^ (static_cast<uint64_t>(t) << 8) ^
          static_cast<uint64_t>(warp);
 }
+#endif
 
 template <int M, typename OutT>
 __global__ void __launch_bounds__(BK_THREADS, 1)
