@@ -61,7 +61,8 @@ Runner add_bench_matmul(CLI::App& app) {
                  "kernels to time: small, stream (the cp.async ring), stream-bulk (its "
                  "bulk-copy version, sm_90; skipped elsewhere), cublaslt (the heuristic's first "
                  "answer), cublaslt-tuned (the fastest of its candidates, as the executor runs "
-                 "it), read (no matmul: a plain read of the same weight bytes, the floor); "
+                 "it), read (no matmul: a plain read of the same weight bytes, the floor; never "
+                 "PDL); "
                  "comma-separated");
   app.add_option("--stages", o->stages,
                  "ring slots of the streaming kernel, comma-separated (0 = its default)");

@@ -77,11 +77,11 @@ MatmulBenchTime time_matmul(const MatmulBenchCase& c) {
     p.n = c.n;
     p.k = c.k;
     p.launch = LaunchOptions{stream.s, c.pdl};
-    if (c.path ==
-        "read")  // the weight bytes alone (n x k bf16, a multiple of 16 bytes as k % 8 == 0)
-      return hbm_read(
-          HbmReadParams{p.w, w_bytes, static_cast<unsigned*>(sink.ptr),
-                        LaunchOptions{stream.s, false}});  // never PDL: no predecessor to wait for
+    // read: the weight bytes alone (n x k bf16, a multiple of 16 bytes as k % 8 == 0), never
+    // with PDL (the read kernel has no predecessor to wait for).
+    if (c.path == "read")
+      return hbm_read(HbmReadParams{p.w, w_bytes, static_cast<unsigned*>(sink.ptr),
+                                    LaunchOptions{stream.s, false}});
     return c.path == "small" ? ctx.run_small_m(p)
            : streaming       ? ctx.run_stream(p)
                              : ctx.run_cublaslt(p);  // cublaslt or cublaslt-tuned
