@@ -62,8 +62,7 @@ Runner add_bench_matmul(CLI::App& app) {
                  "bulk-copy version, sm_90; skipped elsewhere), cublaslt (the heuristic's first "
                  "answer), cublaslt-tuned (the fastest of its candidates, as the executor runs "
                  "it), read (no matmul: a plain read of the same weight bytes, the floor; never "
-                 "PDL); "
-                 "comma-separated");
+                 "PDL); comma-separated");
   app.add_option("--stages", o->stages,
                  "ring slots of the streaming kernel, comma-separated (0 = its default)");
   app.add_option("--launches", o->launches, "launches per graph replay");
@@ -109,7 +108,7 @@ Runner add_bench_matmul(CLI::App& app) {
       const double floor_us = w_bytes / ceiling_gbps * 1e-3;
       for (int m : batches) {
         for (const std::string& path : paths) {
-          const bool stream = path == "stream" || path == "stream-bulk";
+          const bool stream = matmul_bench_path_streams(path);
           for (int stages : stream ? stage_list : std::vector<int>{0}) {
             MatmulBenchCase c;
             c.m = m;

@@ -58,7 +58,7 @@ MatmulBenchTime time_matmul(const MatmulBenchCase& c) {
   MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());
 
   MatmulContext ctx;
-  const bool streaming = c.path == "stream" || c.path == "stream-bulk";
+  const bool streaming = matmul_bench_path_streams(c.path);
   if (streaming) ctx.set_stream_stages(c.stream_stages);
   ctx.set_stream_bulk(c.path == "stream-bulk");
   // cublaslt: the heuristic's first answer; cublaslt-tuned: the algorithm the executor's capture

@@ -23,6 +23,10 @@ inline bool matmul_bench_path_known(const std::string& p) {
     if (p == q) return true;
   return false;
 }
+// The paths that run a version of the streaming kernel (they take ring slots, --stages).
+inline bool matmul_bench_path_streams(const std::string& p) {
+  return p == "stream" || p == "stream-bulk";
+}
 
 struct MatmulBenchCase {
   int m = 1, n = 0, k = 0;
