@@ -27,10 +27,13 @@ constexpr uint64_t DEFAULT_WATCHDOG_MS = 2000;
 // Default cap of a waiting thread's back-off sleep (ns); overridden by MEGAOPS_TILE_WAIT_MAX_NS.
 // The cap bounds how late a waiter notices a signal (about one sleep; __nanosleep may sleep up to
 // twice the request), the floor of the doubling (TILE_WAIT_SLEEP_MIN_NS) the L2 polling traffic.
-// 256: on the H200 the llama3.2-1b overlap step ran 1.395 / 1.483 ms (batch 1 / 8) at 1,024,
-// 1.324 / 1.403 at 256 and 1.312 / 1.387 spinning (0), in one run (bench/results/
-// 2026-11-29-4s-call2); 256 keeps a back-off (DESIGN rule 4) within 1% of spinning.
-constexpr uint32_t DEFAULT_WAIT_SLEEP_MAX_NS = 256;
+// 64: a doubling of one step from TILE_WAIT_SLEEP_MIN_NS keeps a back-off (DESIGN rule 4) and most
+// of what spinning buys. Overlap step, ms/token at caps 256 / 64 / 0, batch 1 (bench/results/
+// 2026-11-30-s11-call5, two alternated rounds): qwen3-0.6b 1.198-1.200 / 1.172-1.176 / 1.159-1.160,
+// llama3.2-1b 1.172-1.184 / 1.168-1.169 / 1.163-1.165, llama3.1-8b 5.105-5.111 / 5.091-5.096 /
+// 5.089-5.096; batch 8 and 32 equal or faster at 64. (Earlier, 2026-11-29-4s-call2: 1,024 cost
+// 5% against 256.)
+constexpr uint32_t DEFAULT_WAIT_SLEEP_MAX_NS = 64;
 constexpr uint32_t MAX_WAIT_SLEEP_MAX_NS = 1000000;
 
 // Written once by the device (first timed-out wait of the process wins), read by the host.
