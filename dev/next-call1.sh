@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The next session's first device call (dev/README "Next GPU session" item 1), one H200, ~7 minutes.
+# Carry .carry/pack.tar.xz with two builds:
+#   scripts/build_variant.sh main
+#   scripts/build_variant.sh pdg dev/prefill-decode-graph.patch
+#   scripts/pack_variants.sh main pdg
+# Everything in $OUT/all.tgz.
+#   1. pdg: the sampler, executor and overlap tests (decode_step now goes through run_step, so the
+#      whole decode path is retested), the new ones included.
+#   2. pdg: HF logits comparison of llama3.2-1b and qwen3-0.6b with the decode-graph prefill
+#      (check-logits --prefill graph): the prefill's logits are step 0 of the 65.
+#   3. TTFT and the step, rows alternated twice: main, pdg --prefill layers, pdg --prefill graph;
+#      llama3.2-1b, qwen3-0.6b, llama3.1-8b; batch 1 and 8; conventional PDL off / on and overlap.
+. dev/call_lib.sh
+mkdir -p .carry/x && tar xJf .carry/pack.tar.xz -C .carry/x
+X=.carry/x
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv | tee -a $O/run.log
+log "pdg tests"
+timeout 300 $X/pdg/megaops_gpu_tests \
+  --gtest_filter='Sample.*:ConventionalVsOracle.*:Conventional.*:Overlap.*:Presets/OverlapVsConventional.*:TensorParallelExecutor.RejectsBadOptions' \
+  > $O/tests_pdg.log 2>&1; echo "rc $?" | tee -a $O/run.log
+grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|SKIPPED \] [0-9]" $O/tests_pdg.log | tee -a $O/run.log
+log "hf with the decode-graph prefill"
+HF_CHECK_FLAGS="--prefill graph" OUT=$O/hf BIN=$X/pdg timeout 200 scripts/gpu_run.sh hf \
+  > $O/hf_pdg.log 2>&1
+echo "rc $?" | tee -a $O/run.log; grep check-logits $O/hf_pdg.log | tee -a $O/run.log
+for r in 1 2; do
+  for v in main:main:layers pdglayers:pdg:layers pdggraph:pdg:graph; do
+    name=${v%%:*}; rest=${v#*:}; b=${rest%%:*}; f=${rest#*:}
+    extra=""; [ $b = pdg ] && extra="--prefill $f"
+    for p in llama3.2-1b qwen3-0.6b llama3.1-8b; do
+      log "bench $name $p r$r"
+      MEGAOPS_GIT_SHA=$(cat $X/$b/GIT_SHA) timeout $(left 580) $X/$b/megaops bench --preset $p \
+        --batch 1,8 --prompt 32 --gen 128 --repeats 3 --pdl both --backend both $extra \
+        --json $O/bench_${name}_${p}_r$r.json > $O/bench_${name}_${p}_r$r.log 2>&1
+      grep -E "^(conventional|overlap) |rror" $O/bench_${name}_${p}_r$r.log | tee -a $O/run.log
+    done
+  done
+done
+call_finish
