@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The next session's first device call (dev/README "Next GPU session" item 1), one H200, ~7 minutes.
+# The next session's first device call (dev/README "Next GPU session" item 1), one H200, ~8 minutes.
 # Carry .carry/pack.tar.xz with two builds:
 #   scripts/build_variant.sh main
 #   scripts/build_variant.sh pdg dev/prefill-decode-graph.patch
@@ -11,6 +11,9 @@
 #      (check-logits --prefill graph): the prefill's logits are step 0 of the 65.
 #   3. TTFT and the step, rows alternated twice: main, pdg --prefill layers, pdg --prefill graph;
 #      llama3.2-1b, qwen3-0.6b, llama3.1-8b; batch 1 and 8; conventional PDL off / on and overlap.
+#   4. main, issue 3: the small models' gate_up (their last vendor GEMM, with a barrier after it in
+#      the overlap step) on the streaming kernel (MEGAOPS_MATMUL_STREAM_SHAPES, no code), batch 1,
+#      conventional PDL off / on and overlap, alternated twice with the default dispatch.
 . dev/call_lib.sh
 mkdir -p .carry/x && tar xJf .carry/pack.tar.xz -C .carry/x
 X=.carry/x
@@ -34,6 +37,19 @@ for r in 1 2; do
         --batch 1,8 --prompt 32 --gen 128 --repeats 3 --pdl both --backend both $extra \
         --json $O/bench_${name}_${p}_r$r.json > $O/bench_${name}_${p}_r$r.log 2>&1
       grep -E "^(conventional|overlap) |rror" $O/bench_${name}_${p}_r$r.log | tee -a $O/run.log
+    done
+  done
+done
+for r in 1 2; do
+  for p in llama3.2-1b:16384x2048 qwen3-0.6b:6144x1024; do
+    pre=${p%%:*}; shape=${p#*:}
+    for v in default stream; do
+      log "gate_up $v $pre r$r"
+      envs=""; [ $v = stream ] && envs="MEGAOPS_MATMUL_STREAM_SHAPES=$shape"
+      env $envs MEGAOPS_GIT_SHA=$(cat $X/main/GIT_SHA) timeout $(left 590) $X/main/megaops bench \
+        --preset $pre --batch 1 --prompt 32 --gen 128 --repeats 3 --pdl both --backend both \
+        --json $O/gateup_${v}_${pre}_r$r.json > $O/gateup_${v}_${pre}_r$r.log 2>&1
+      grep -E "^(conventional|overlap) |rror" $O/gateup_${v}_${pre}_r$r.log | tee -a $O/run.log
     done
   done
 done
