@@ -14,6 +14,9 @@
 #   4. main, issue 3: the small models' gate_up (their last vendor GEMM, with a barrier after it in
 #      the overlap step) on the streaming kernel (MEGAOPS_MATMUL_STREAM_SHAPES, no code), batch 1,
 #      conventional PDL off / on and overlap, alternated twice with the default dispatch.
+#   5. main, issue 3: where the overlap step's ~0.12 ms over the serial step goes (same kernels):
+#      the overlap step with 1, 2 and 3 live kernels (--overlap-streams), batch 1, small models.
+#      W = 1 is the overlap machinery without concurrency (handoffs, budgets, one shared split).
 . dev/call_lib.sh
 mkdir -p .carry/x && tar xJf .carry/pack.tar.xz -C .carry/x
 X=.carry/x
@@ -50,6 +53,17 @@ for r in 1 2; do
         --preset $pre --batch 1 --prompt 32 --gen 128 --repeats 3 --pdl both --backend both \
         --json $O/gateup_${v}_${pre}_r$r.json > $O/gateup_${v}_${pre}_r$r.log 2>&1
       grep -E "^(conventional|overlap) |rror" $O/gateup_${v}_${pre}_r$r.log | tee -a $O/run.log
+    done
+  done
+done
+for r in 1 2; do
+  for p in llama3.2-1b qwen3-0.6b; do
+    for w in 1 2 3; do
+      log "overlap streams $w $p r$r"
+      MEGAOPS_GIT_SHA=$(cat $X/main/GIT_SHA) timeout $(left 595) $X/main/megaops bench \
+        --preset $p --batch 1 --prompt 32 --gen 128 --repeats 3 --backend overlap \
+        --overlap-streams $w --json $O/streams${w}_${p}_r$r.json > $O/streams${w}_${p}_r$r.log 2>&1
+      grep -E "^overlap |rror" $O/streams${w}_${p}_r$r.log | tee -a $O/run.log
     done
   done
 done
