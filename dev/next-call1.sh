@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The next session's first device call (dev/README "Next GPU session" item 1), one H200, ~8 minutes.
+# The next session's first device call (dev/README "Next GPU session" item 1), one H200, ~9 minutes.
 # Carry .carry/pack.tar.xz with two builds:
 #   scripts/build_variant.sh main
 #   scripts/build_variant.sh pdg dev/prefill-decode-graph.patch
@@ -9,8 +9,9 @@
 #      whole decode path is retested), the new ones included.
 #   2. pdg: HF logits comparison of llama3.2-1b and qwen3-0.6b with the decode-graph prefill
 #      (check-logits --prefill graph): the prefill's logits are step 0 of the 65.
-#   3. TTFT and the step, rows alternated twice: main, pdg --prefill layers, pdg --prefill graph;
-#      llama3.2-1b, qwen3-0.6b, llama3.1-8b; batch 1 and 8; conventional PDL off / on and overlap.
+#   3. TTFT and the step, rows alternated twice: main (the layer prefill) and pdg --prefill graph
+#      (its decode rows are pdg's decode step: they must equal main's); llama3.2-1b, qwen3-0.6b,
+#      llama3.1-8b; batch 1 and 8; conventional PDL off / on and overlap.
 #   4. main, issue 3: the small models' gate_up (their last vendor GEMM, with a barrier after it in
 #      the overlap step) on the streaming kernel (MEGAOPS_MATMUL_STREAM_SHAPES, no code), batch 1,
 #      conventional PDL off / on and overlap, alternated twice with the default dispatch.
@@ -31,7 +32,7 @@ HF_CHECK_FLAGS="--prefill graph" OUT=$O/hf BIN=$X/pdg timeout 200 scripts/gpu_ru
   > $O/hf_pdg.log 2>&1
 echo "rc $?" | tee -a $O/run.log; grep check-logits $O/hf_pdg.log | tee -a $O/run.log
 for r in 1 2; do
-  for v in main:main:layers pdglayers:pdg:layers pdggraph:pdg:graph; do
+  for v in main:main:layers pdggraph:pdg:graph; do
     name=${v%%:*}; rest=${v#*:}; b=${rest%%:*}; f=${rest#*:}
     extra=""; [ $b = pdg ] && extra="--prefill $f"
     for p in llama3.2-1b qwen3-0.6b llama3.1-8b; do
