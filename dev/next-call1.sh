@@ -23,10 +23,12 @@ mkdir -p .carry/x && tar xJf .carry/pack.tar.xz -C .carry/x
 X=.carry/x
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv | tee -a $O/run.log
 log "pdg tests"
-timeout 300 $X/pdg/megaops_gpu_tests \
-  --gtest_filter='Sample.*:ConventionalVsOracle.*:Conventional.*:Overlap.*:Presets/OverlapVsConventional.*:TensorParallelExecutor.RejectsBadOptions' \
+# Through gpu_run.sh: it puts PyTorch's NCCL on the loader path (the TP option test opens a
+# one-rank communicator).
+TEST_FILTER='Sample.*:ConventionalVsOracle.*:Conventional.*:Overlap.*:Presets/OverlapVsConventional.*:TensorParallelExecutor.RejectsBadOptions' \
+  MEGAOPS_WATCHDOG_MS=2000 OUT=$O/tests BIN=$X/pdg timeout 300 scripts/gpu_run.sh tests \
   > $O/tests_pdg.log 2>&1; echo "rc $?" | tee -a $O/run.log
-grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|SKIPPED \] [0-9]" $O/tests_pdg.log | tee -a $O/run.log
+tail -12 $O/tests_pdg.log | tee -a $O/run.log
 log "hf with the decode-graph prefill"
 HF_CHECK_FLAGS="--prefill graph" OUT=$O/hf BIN=$X/pdg timeout 200 scripts/gpu_run.sh hf \
   > $O/hf_pdg.log 2>&1
