@@ -77,9 +77,9 @@ Runner add_bench_matmul(CLI::App& app) {
     const std::vector<std::string> paths = split_list(o->paths);
     for (const std::string& p : paths)
       if (!matmul_bench_path_known(p))
-        throw_input_error("--paths", "",
-                          std::string("expected ") + MATMUL_BENCH_PATHS_TEXT + ", found '" + p +
-                              "' in '" + o->paths + "'");
+        throw_input_error(
+            "--paths", "",
+            "expected " + matmul_bench_paths_text() + ", found '" + p + "' in '" + o->paths + "'");
     for (int m : batches)
       if (m < 1 || m > 64)
         throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(m));

@@ -36,8 +36,8 @@ bool matmul_bench_supported(const MatmulBenchCase& c) {
 
 MatmulBenchTime time_matmul(const MatmulBenchCase& c) {
   if (!matmul_bench_path_known(c.path))
-    throw InputError(std::string("bench-matmul: path: expected ") + MATMUL_BENCH_PATHS_TEXT +
-                     ", found '" + c.path + "'");
+    throw InputError("bench-matmul: path: expected " + matmul_bench_paths_text() + ", found '" +
+                     c.path + "'");
   if (c.m < 1 || c.n < 1 || c.k < 8 || c.k % 8 != 0 || c.launches < 1 || c.repeats < 1)
     throw InputError(
         "bench-matmul: expected m, n >= 1, k a positive multiple of 8, launches and "

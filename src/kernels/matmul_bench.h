@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 
 namespace megaops {
@@ -16,8 +17,14 @@ namespace megaops {
 // shape reaches at best (ramp and launch boundary included).
 inline constexpr const char* MATMUL_BENCH_PATHS[] = {"small",    "stream",         "stream-bulk",
                                                      "cublaslt", "cublaslt-tuned", "read"};
-inline constexpr const char* MATMUL_BENCH_PATHS_TEXT =
-    "small, stream, stream-bulk, cublaslt, cublaslt-tuned or read";
+// "small, stream, ... or read", for error messages.
+inline std::string matmul_bench_paths_text() {
+  std::string t;
+  const size_t n = std::size(MATMUL_BENCH_PATHS);
+  for (size_t i = 0; i < n; ++i)
+    t += std::string(i == 0 ? "" : i + 1 == n ? " or " : ", ") + MATMUL_BENCH_PATHS[i];
+  return t;
+}
 inline bool matmul_bench_path_known(const std::string& p) {
   for (const char* q : MATMUL_BENCH_PATHS)
     if (p == q) return true;
