@@ -14,3 +14,30 @@ call_finish() {
   tar czf "$OUT/all.tgz" -C "$O" .
   echo "call done after $(( $(date +%s) - call_t0 )) s"
 }
+# One `megaops bench` of build folder $2 (its megaops and GIT_SHA) into $O/$1.log and $O/$1.json,
+# within what is left of a $3-second call; its table rows and errors go to run.log. The rest are
+# bench's arguments, after prompt 32, 128 new tokens, 3 repeats. An environment for the run is
+# given as a prefix (VAR=value bench_rows ...), which bash exports to the commands inside.
+bench_rows() {
+  local name=$1 bin=$2 budget=$3
+  shift 3
+  log "bench $name"
+  MEGAOPS_GIT_SHA=$(cat "$bin/GIT_SHA") timeout "$(left "$budget")" "$bin/megaops" bench \
+    --prompt 32 --gen 128 --repeats 3 --json "$O/$name.json" "$@" >"$O/$name.log" 2>&1
+  grep -E " (off|on) +[0-9]|rror" "$O/$name.log" | tee -a "$O/run.log"
+}
+# A detached call (`start`, then `collect` issued at once: a lent machine goes back after 30 s
+# idle): waits up to $1 seconds for $R/NAME.done of every NAME after it, then says how long since
+# $R/t0 and which are done.
+wait_done() {
+  local wait_s=$1 t all f
+  shift
+  t=$(date +%s)
+  while [ $(($(date +%s) - t)) -lt "$wait_s" ]; do
+    all=1
+    for f in "$@"; do [ -f "$R/$f.done" ] || all=0; done
+    [ $all = 1 ] && break
+    sleep 5
+  done
+  echo "after $(($(date +%s) - $(cat "$R/t0"))) s: $(cd "$R" && ls -- *.done 2>/dev/null | tr '\n' ' ')"
+}

@@ -34,39 +34,26 @@ HF_CHECK_FLAGS="--prefill graph" OUT=$O/hf BIN=$X/pdg timeout 200 scripts/gpu_ru
   > $O/hf_pdg.log 2>&1
 echo "rc $?" | tee -a $O/run.log; grep check-logits $O/hf_pdg.log | tee -a $O/run.log
 for r in 1 2; do
-  for v in main:main:layers pdggraph:pdg:graph; do
-    name=${v%%:*}; rest=${v#*:}; b=${rest%%:*}; f=${rest#*:}
-    extra=""; [ $b = pdg ] && extra="--prefill $f"
-    for p in llama3.2-1b qwen3-0.6b llama3.1-8b; do
-      log "bench $name $p r$r"
-      MEGAOPS_GIT_SHA=$(cat $X/$b/GIT_SHA) timeout $(left 580) $X/$b/megaops bench --preset $p \
-        --batch 1,8 --prompt 32 --gen 128 --repeats 3 --pdl both --backend both $extra \
-        --json $O/bench_${name}_${p}_r$r.json > $O/bench_${name}_${p}_r$r.log 2>&1
-      grep -E "^(conventional|overlap) |rror" $O/bench_${name}_${p}_r$r.log | tee -a $O/run.log
-    done
+  for p in llama3.2-1b qwen3-0.6b llama3.1-8b; do
+    bench_rows main_${p}_r$r $X/main 560 --preset $p --batch 1,8 --pdl both --backend both
+    bench_rows pdggraph_${p}_r$r $X/pdg 560 --preset $p --batch 1,8 --pdl both --backend both \
+      --prefill graph
   done
 done
 for r in 1 2; do
   for p in llama3.2-1b:16384x2048 qwen3-0.6b:6144x1024; do
     pre=${p%%:*}; shape=${p#*:}
-    for v in default stream; do
-      log "gate_up $v $pre r$r"
-      envs=""; [ $v = stream ] && envs="MEGAOPS_MATMUL_STREAM_SHAPES=$shape"
-      env $envs MEGAOPS_GIT_SHA=$(cat $X/main/GIT_SHA) timeout $(left 590) $X/main/megaops bench \
-        --preset $pre --batch 1 --prompt 32 --gen 128 --repeats 3 --pdl both --backend both \
-        --json $O/gateup_${v}_${pre}_r$r.json > $O/gateup_${v}_${pre}_r$r.log 2>&1
-      grep -E "^(conventional|overlap) |rror" $O/gateup_${v}_${pre}_r$r.log | tee -a $O/run.log
-    done
+    bench_rows gateup_default_${pre}_r$r $X/main 580 --preset $pre --batch 1 --pdl both \
+      --backend both
+    MEGAOPS_MATMUL_STREAM_SHAPES=$shape bench_rows gateup_stream_${pre}_r$r $X/main 580 \
+      --preset $pre --batch 1 --pdl both --backend both
   done
 done
 for r in 1 2; do
   for p in llama3.2-1b qwen3-0.6b; do
     for w in 1 2 3; do
-      log "overlap streams $w $p r$r"
-      MEGAOPS_GIT_SHA=$(cat $X/main/GIT_SHA) timeout $(left 595) $X/main/megaops bench \
-        --preset $p --batch 1 --prompt 32 --gen 128 --repeats 3 --backend overlap \
-        --overlap-streams $w --json $O/streams${w}_${p}_r$r.json > $O/streams${w}_${p}_r$r.log 2>&1
-      grep -E "^overlap |rror" $O/streams${w}_${p}_r$r.log | tee -a $O/run.log
+      bench_rows streams${w}_${p}_r$r $X/main 595 --preset $p --batch 1 --backend overlap \
+        --overlap-streams $w
     done
   done
 done

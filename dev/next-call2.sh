@@ -12,9 +12,8 @@
 #          run since b45448f (e111589 shortened the waits' sleep; the patch moved decode_step's
 #          launch into run_step and added the graph prefill).
 #   bash dev/next-call2.sh start    (call 2)      bash dev/next-call2.sh collect   (call 3)
-set -u
-export R=/tmp/r NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export BIN=.carry/x/main
+. dev/call_lib.sh
+export R=/tmp/r BIN=.carry/x/main
 if [ "${1:-}" = start ]; then
   mkdir -p .carry/x && tar xJf .carry/pack.tar.xz -C .carry/x
   mkdir -p $R
@@ -35,12 +34,7 @@ if [ "${1:-}" = start ]; then
 else
   wait_s=${WAIT_S:-580}
 fi
-t=$(date +%s)
-while [ $(( $(date +%s) - t )) -lt "$wait_s" ]; do
-  [ -f $R/gpu0.done ] && [ -f $R/gpu1.done ] && break
-  sleep 5
-done
-echo "after $(( $(date +%s) - $(cat $R/t0) )) s: $(ls $R/*.done 2>/dev/null | xargs -n1 basename 2>/dev/null | tr '\n' ' ')"
+wait_done "$wait_s" gpu0 gpu1
 cat $R/gpu.txt
 tail -3 $R/run_soak.log $R/run_san.log $R/run_tests.log 2>/dev/null
 tail -25 $R/run_protocol.log 2>/dev/null
