@@ -9,7 +9,7 @@
 # OVERLAP_BATCHES, OVERLAP_STREAMS, OVERLAP_ENVS, OVERLAP_FLAGS, TP_PRESETS, TP_SIZES, TP_BATCHES,
 # TP_REDUCES, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, PROFILE_BATCHES, AB_BINS, AB_ENVS,
 # AB_PRESETS, AB_BATCHES, AB_BACKEND, SOAK_*, SANITIZE_TOOLS, SANITIZE_FILTER, SANITIZE_LIMIT,
-# TRACE_PRESETS, MATMUL_PRESETS, MATMUL_BATCHES, MATMUL_STAGES.
+# TRACE_PRESETS, MATMUL_PRESETS, MATMUL_BATCHES, MATMUL_STAGES, HF_CHECK_FLAGS (check-logits).
 # `ab` benchmarks other builds (AB_BINS) or settings (AB_ENVS) beside this one. `tests` runs every
 # GPU test except the overlap executor's, which `overlap` runs under a time limit (a hang there
 # must not eat the device call) together with the overlap benchmark.
@@ -95,7 +95,7 @@ if want hf; then
     python3 scripts/hf_compare.py --model "$dir" --out "/tmp/hf-$preset.safetensors" \
       --prompt 32 --steps 65 || status=1
     "$BIN/megaops" check-logits --model "$dir" --expected "/tmp/hf-$preset.safetensors" \
-      --json "$OUT/hf_check_$preset.json" || status=1
+      --json "$OUT/hf_check_$preset.json" ${HF_CHECK_FLAGS:-} || status=1
   done
 fi
 

@@ -8,10 +8,12 @@
 #   BIN=.carry/x/NAME scripts/planner_protocol.sh OUTDIR
 # A subset when device time is short (the report says which cases ran):
 #   PROTOCOL_PRESETS="llama3.2-1b llama3.1-8b" PROTOCOL_BATCHES="1 8" scripts/planner_protocol.sh OUTDIR
+# and PROTOCOL_OBJECTIVES="ttft" for one objective (the profiles are the same for both).
 set -u
 P=$1
 PRESETS=${PROTOCOL_PRESETS:-llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b}
 BATCHES=${PROTOCOL_BATCHES:-1 8 32 64}
+OBJECTIVES=${PROTOCOL_OBJECTIVES:-step ttft}
 BIN=${BIN:-.carry/bin}
 export MEGAOPS_GIT_SHA=$(cat "$BIN/GIT_SHA" 2>/dev/null || echo unknown)
 mkdir -p "$P/profiles" "$P/pools" "$P/measured"
@@ -25,7 +27,7 @@ for preset in $PRESETS; do
 done
 echo "== plan ($(date -u +%T))"
 python3 scripts/validate_planner.py plan --megaops "$BIN/megaops" --profiles "$P/profiles" \
-  --out "$P/pools" --presets $PRESETS --batches $BATCHES
+  --out "$P/pools" --presets $PRESETS --batches $BATCHES --objectives $OBJECTIVES
 echo "== measure ($(date -u +%T))"
 python3 scripts/validate_planner.py measure --megaops "$BIN/megaops" --pools "$P/pools" \
   --out "$P/measured"

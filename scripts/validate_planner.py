@@ -23,6 +23,7 @@ import time
 PRESETS = ["llama3.2-1b", "qwen3-0.6b", "llama3.1-8b", "qwen3-8b"]
 BATCHES = [1, 8, 32, 64]
 OBJECTIVES = ["step", "ttft"]
+PROMPT_TOKENS = 32  # bench's --prompt in `measure`, the profiles' context
 SELECTORS = ["planner", "additive", "no_overlap"]
 
 
@@ -58,6 +59,14 @@ def cmd_plan(args):
                 else:
                     print(f"{name}: no profile {profile}; planning from first principles",
                           file=sys.stderr)
+                if objective == "ttft":
+                    # The graph prefill replays a decode step of min(64, batch x 32) rows: its
+                    # profile is the step case of that batch (the protocol profiles 32 and 64).
+                    cmd += ["--tokens", str(PROMPT_TOKENS)]
+                    rows = min(64, batch * PROMPT_TOKENS)
+                    replay = os.path.join(args.profiles, f"profile_{preset}_b{rows}.json")
+                    if rows != batch and os.path.exists(replay):
+                        cmd += ["--profile", replay]
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 with open(pool) as f:
                     size = len(json.load(f))
@@ -87,7 +96,8 @@ def cmd_measure(args):
         # One bench process per case: the model loads once and every candidate of the pool runs
         # on that executor; bench writes <out>/<case>_rank<r>.json, named after each plan file.
         with tempfile.TemporaryDirectory() as plans:
-            cmd = [args.megaops, "bench", "--pdl", "off", "--prompt", "32", "--gen", str(args.gen),
+            cmd = [args.megaops, "bench", "--pdl", "off", "--prompt", str(PROMPT_TOKENS),
+                   "--gen", str(args.gen),
                    "--repeats", str(args.repeats), "--json", args.out]
             for entry in pool:
                 path = os.path.join(plans, f"{case['case']}_rank{entry['rank']}.json")

@@ -24,6 +24,7 @@
 #include "core/cuda_check.h"
 #include "kernels/hbm_read.cuh"
 #include "model_source.h"
+#include "planner/planner.h"
 #include "runtime/conventional.h"
 #endif
 
@@ -34,6 +35,7 @@ namespace {
 struct BenchOpts {
   TpOptions tp;  // --tp and the options of joining a tensor-parallel job
   std::string model, preset, batches, pdl = "both", backend = "conventional", json_out, git_sha;
+  std::string prefill = "layers";
   std::vector<std::string> plans;  // --plan, repeatable
   int prompt = 32, gen = 128, repeats = 3, overlap_streams = 3, overlap_vendor_chunks = 1;
   bool overlap_v0 = false;
@@ -48,13 +50,15 @@ struct BenchOpts {
     std::string path;
     std::vector<Region> regions;
     std::string backend = "conventional";
+    std::string prefill;  // a TTFT plan's "layers" or "graph"; empty: --prefill
     double predicted_us = -1;
   };
   std::vector<Plan> plan_runs;
 };
 
 #ifdef MEGAOPS_HAVE_CUDA
-int run(const BenchOpts& o) {
+// prefill_path: --prefill, parsed by the caller before any GPU work.
+int run(const BenchOpts& o, PrefillPath prefill_path) {
   if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");
   if (o.prompt < 1 || o.gen < 2 || o.repeats < 1)
     throw_input_error("bench", "--prompt/--gen/--repeats",
@@ -100,6 +104,13 @@ int run(const BenchOpts& o) {
   set_tp_options(eo, o.tp, comm.get());
 
   eo.max_batch = max_batch;
+  // A decode-graph prefill replays at most max_batch rows: room for the largest batch's prompt
+  // tokens in one replay where the executor's limit allows (rows beyond the batch hold no state).
+  const bool any_graph_prefill =
+      prefill_path == PrefillPath::DecodeGraph ||
+      std::any_of(o.plan_runs.begin(), o.plan_runs.end(),
+                  [](const BenchOpts::Plan& p) { return p.prefill == "graph"; });
+  if (any_graph_prefill) eo.max_batch = ttft_replays(max_batch * o.prompt).replay_rows;
   eo.max_seq = o.prompt + o.gen;
   eo.overlap_streams = o.overlap_streams;
   eo.overlap_conventional_arithmetic = !o.overlap_v0;
@@ -111,7 +122,7 @@ int run(const BenchOpts& o) {
   // Without --plan one run of the command line's backend; with plans one run each, on this one
   // executor (the weights load once; the regions and backend change between runs).
   std::vector<BenchOpts::Plan> runs = o.plan_runs;
-  if (runs.empty()) runs.push_back({"", {}, o.backend, -1});
+  if (runs.empty()) runs.push_back({"", {}, o.backend, "", -1});
   // Conventional runs first, then those that use the overlap executor, and within a run the
   // conventional rows of every batch before any overlap row: setting up the overlap executor asks
   // every kernel it preloads for the shared-memory carveout (DESIGN rule 1), a process-wide
@@ -128,6 +139,9 @@ int run(const BenchOpts& o) {
     std::vector<ExecutorOptions::OverlapRegion> regions;
     for (const BenchOpts::Region& r : plan.regions) regions.push_back({r.first_op, r.serial});
     ex.set_overlap_regions(regions);
+    const PrefillPath run_prefill =
+        plan.prefill.empty() ? prefill_path : parse_prefill_path(plan.prefill, "prefill");
+    ex.set_prefill_path(run_prefill);
     // Rows: every PDL mode for the conventional backend; one row (PDL off, which the overlap
     // step ignores anyway) for the overlap backend. The default output (conventional only) keeps
     // its historical columns.
@@ -209,6 +223,8 @@ int run(const BenchOpts& o) {
                           {"overlap_streams", o.overlap_streams},
                           {"overlap_arithmetic", o.overlap_v0 ? "v0" : "conventional"},
                           {"overlap_vendor_chunks", o.overlap_vendor_chunks},
+                          {"prefill_path", prefill_path_name(run_prefill)},
+                          {"max_batch", ex.options().max_batch},
                           {"overlap_regions",
                            [&] {
                              nlohmann::json a = nlohmann::json::array();
@@ -274,7 +290,16 @@ static void apply_plan(BenchOpts& o, const std::string& path) {
   const nlohmann::json& regions = field("regions");
   if (!regions.is_array() || regions.empty())
     throw_input_error(path, "regions", "expected a non-empty array");
-  const bool decode = !j.contains("objective") || j["objective"] == "step";
+  // A TTFT plan's prefill path: "graph" replays the prompt rows through the decode step, whose
+  // regions (overlap ones included) the plan gives; "layers" runs the prefill kernels.
+  std::string prefill;
+  if (j.contains("prefill")) {
+    if (!j["prefill"].is_string() || (j["prefill"] != "layers" && j["prefill"] != "graph"))
+      throw_input_error(path, "prefill",
+                        "expected \"layers\" or \"graph\", found " + j["prefill"].dump());
+    prefill = j["prefill"].get<std::string>();
+  }
+  const bool decode = !j.contains("objective") || j["objective"] == "step" || prefill == "graph";
   bool any_overlap = false;
   std::vector<BenchOpts::Region> parsed;
   for (size_t i = 0; i < regions.size(); ++i) {
@@ -284,10 +309,11 @@ static void apply_plan(BenchOpts& o, const std::string& path) {
     const nlohmann::json b = reg.contains("backend") ? reg["backend"] : nlohmann::json();
     const std::string backend = b.is_string() ? b.get<std::string>() : "";
     if (backend != "conventional" && (backend != "overlap" || !decode))
-      throw_input_error(path, at + ".backend",
-                        std::string("expected 'conventional'") +
-                            (decode ? " or 'overlap'" : " (the overlap step is decode only)") +
-                            ", found " + b.dump());
+      throw_input_error(
+          path, at + ".backend",
+          std::string("expected 'conventional'") +
+              (decode ? " or 'overlap'" : " (the overlap step runs decode and the graph prefill)") +
+              ", found " + b.dump());
     if (!reg.contains("first_op") || !reg["first_op"].is_string())
       throw_input_error(path, at + ".first_op", "expected an op name");
     if (!reg.contains("first_layer") || !reg["first_layer"].is_number_integer())
@@ -299,6 +325,7 @@ static void apply_plan(BenchOpts& o, const std::string& path) {
   }
   BenchOpts::Plan plan;
   plan.path = path;
+  plan.prefill = prefill;
   if (any_overlap) {
     plan.regions = parsed;
     plan.backend = "overlap";
@@ -343,6 +370,9 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--pdl", o->pdl, "off, on or both");
   app.add_option("--backend", o->backend,
                  "decode backend: conventional (default), overlap or both");
+  app.add_option("--prefill", o->prefill,
+                 "layers (default: the prefill kernels) or graph (the prompt tokens as rows of "
+                 "the captured decode step, on the decode backend; TTFT of short prompts)");
   app.add_option("--overlap-streams", o->overlap_streams,
                  "W of the overlap backend: kernels live at once (1..8, default 3)");
   app.add_flag("--overlap-v0", o->overlap_v0,
@@ -361,9 +391,11 @@ Runner add_bench(CLI::App& app) {
     for (const std::string& p : o->plans) apply_plan(*o, p);
     if (o->batches.empty()) o->batches = "1";
 #ifdef MEGAOPS_HAVE_CUDA
+    // A bad value is an error before any GPU work.
+    const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
     if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");
     TpRanks ranks(o->tp);  // --tp N: starts ranks 1..N-1 here, or joins a job
-    const int status = run(*o);
+    const int status = run(*o, prefill_path);
     ranks.join();
     return status;
 #else

@@ -15,6 +15,7 @@
 #include "reference/ops.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
+#include "planner/planner.h"
 #include "runtime/conventional.h"
 #endif
 
@@ -36,7 +37,7 @@ std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name) {
 
 Runner add_check_logits(CLI::App& app) {
   struct Opts {
-    std::string model, expected, json_out;
+    std::string model, expected, json_out, prefill = "layers";
     double tol = 2e-2;
     bool pdl = false;
   };
@@ -47,8 +48,11 @@ Runner add_check_logits(CLI::App& app) {
   app.add_option("--tolerance", o->tol, "per-step relative error bound");
   app.add_option("--json", o->json_out, "write per-step errors here");
   app.add_flag("--pdl", o->pdl, "use PDL launches");
+  app.add_option("--prefill", o->prefill,
+                 "layers (default) or graph: the prompt as rows of the captured decode step");
   return [o]() -> int {
 #ifdef MEGAOPS_HAVE_CUDA
+    const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
     const Checkpoint ckpt = Checkpoint::open(o->model);
     const auto ref = SafetensorsFile::open(o->expected);
     const std::vector<float> prompt_f = read_f32(*ref, "prompt_ids");
@@ -65,6 +69,10 @@ Runner add_check_logits(CLI::App& app) {
     eo.max_batch = 1;
     eo.max_seq = static_cast<int>(prompt.size() + steps + 1);
     eo.pdl = o->pdl;
+    eo.prefill_path = prefill_path;
+    // The graph path replays at most max_batch rows: the whole prompt in one replay if it fits.
+    if (prefill_path == PrefillPath::DecodeGraph)
+      eo.max_batch = ttft_replays(static_cast<int>(prompt.size())).replay_rows;
     ConventionalExecutor ex(ckpt.config(), checkpoint_filler(ckpt), eo);
     ex.prefill({prompt});
     nlohmann::json per_step = nlohmann::json::array();

@@ -13,6 +13,7 @@
 #include "tp_launch.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
+#include "planner/planner.h"
 #include "runtime/conventional.h"
 #endif
 
@@ -21,7 +22,7 @@ namespace megaops::cli {
 namespace {
 
 struct GenerateOpts {
-  std::string model, prompt_ids, backend = "conventional";
+  std::string model, prompt_ids, backend = "conventional", prefill = "layers";
   int max_new_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f;
   int top_k = 0;
@@ -69,6 +70,10 @@ int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
   eo.max_seq = static_cast<int>(prompt.size()) + o.max_new_tokens;
   eo.pdl = o.pdl;
   eo.backend = parse_backend(o.backend, "--backend");
+  eo.prefill_path = parse_prefill_path(o.prefill, "--prefill");
+  // The graph prefill replays at most max_batch rows: the whole prompt in one replay if it fits.
+  if (eo.prefill_path == PrefillPath::DecodeGraph)
+    eo.max_batch = ttft_replays(static_cast<int>(prompt.size())).replay_rows;
   eo.sampling = {o.temperature, o.top_k, o.top_p, o.seed};
   const std::unique_ptr<TpComm> comm = open_tp_comm(o.tp);
   set_tp_options(eo, o.tp, comm.get());
@@ -98,6 +103,8 @@ Runner add_generate(CLI::App& app) {
   app.add_flag("--cpu", o->cpu, "run on the fp32 CPU oracle even if a GPU is present");
   app.add_flag("--pdl", o->pdl, "launch decode kernels with programmatic dependent launch");
   app.add_option("--backend", o->backend, "decode backend: conventional (default) or overlap");
+  app.add_option("--prefill", o->prefill,
+                 "layers (default) or graph: the prompt as rows of the captured decode step");
   app.add_flag("!--ignore-eos", o->stop_at_eos, "keep generating past end-of-sequence tokens");
   add_tp_options(app, o->tp);
   return [o]() {
@@ -131,6 +138,7 @@ Runner add_generate(CLI::App& app) {
       }
     }
 #ifdef MEGAOPS_HAVE_CUDA
+    parse_prefill_path(o->prefill, "--prefill");  // a bad value is an error with --cpu too
     if (!o->cpu && gpu_available()) {
       TpRanks ranks(o->tp);  // --tp N: starts ranks 1..N-1 here, or joins a job
       const int status = run_gpu(*o, ckpt, prompt);

@@ -1,7 +1,8 @@
-// `megaops plan`: ranks the supported compositions of a decode step (or of a prefill chunk, for
-// time to first token) from a measured profile, without running any of them, prints the top
-// candidates with predicted times and the reason each gains, writes the best supported one as a
-// plan JSON, and optionally dumps the region and tile graphs. Runs on any CPU.
+// `megaops plan`: ranks the supported compositions of a decode step (or, for time to first token,
+// the layer prefill against the prompt rows replayed through each composition of the decode step)
+// from measured profiles, without running any of them, prints the top candidates with predicted
+// times and the reason each gains, writes the best supported one as a plan JSON, and optionally
+// dumps the region and tile graphs. Runs on any CPU.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -24,21 +25,160 @@ void write_file_text(const std::string& path, const std::string& text) {
   if (!f || !(f << text)) throw Error("cannot write " + path);
 }
 
+struct Opts {
+  std::string model, preset, objective = "step", out, dump, dump_out;
+  std::vector<std::string> profiles;
+  int batch = 1, context = 32, tokens = 32, top = 5, pool = 0;
+  std::string pool_out;
+  bool runnable_only = false, with_persistent = false;
+};
+
+// --dump: the region graph of `c`, a candidate of the decode step `g`, as dot or JSON.
+void write_dump(const Opts& o, const OpGraph& g, const Candidate& c) {
+  const std::string prefix = o.dump_out.empty() ? "plan" : o.dump_out;
+  const RegionGraph rg = default_region_graph(g);
+  write_file_text(prefix + ".regions." + o.dump,
+                  o.dump == "dot" ? region_graph_dot(g, rg, c) : region_graph_json(g, rg, c));
+  std::fprintf(stderr, "plan: wrote %s.regions.%s\n", prefix.c_str(), o.dump.c_str());
+}
+
+// The pool the validation protocol measures end to end: the `size` best runnable candidates,
+// always with both simpler selectors' picks and the baseline, each entry saying which selectors
+// picked it. `json_of(i)` is candidate i's plan.
+template <typename JsonOf>
+void write_pool(const std::string& path, int size, int n, const std::vector<char>& runnable,
+                int pick, int additive_pick, int no_overlap_pick, int baseline_rank,
+                JsonOf&& json_of) {
+  std::vector<int> ids;
+  auto add_id = [&](int i) {
+    if (i >= 0 && runnable[i] && std::find(ids.begin(), ids.end(), i) == ids.end())
+      ids.push_back(i);
+  };
+  for (int i = 0; i < n && static_cast<int>(ids.size()) < size; ++i) add_id(i);
+  add_id(additive_pick);
+  add_id(no_overlap_pick);
+  // All-conventional too: the reference every candidate is compared with, and in round 1 of the
+  // protocol the fastest composition where the planner ranked it ninth or lower.
+  add_id(baseline_rank);
+  nlohmann::json arr = nlohmann::json::array();
+  for (int i : ids) {
+    nlohmann::json by = nlohmann::json::array();
+    if (i == pick) by.push_back("planner");
+    if (i == additive_pick) by.push_back("additive");
+    if (i == no_overlap_pick) by.push_back("no_overlap");
+    if (i == baseline_rank) by.push_back("baseline");
+    arr.push_back({{"rank", i + 1}, {"selected_by", by}, {"plan", json_of(i)}});
+  }
+  write_file_text(path, arr.dump(1) + "\n");
+  std::fprintf(stderr, "plan: pool of %zu runnable candidates written to %s%s\n", ids.size(),
+               path.c_str(),
+               static_cast<int>(ids.size()) < size
+                   ? " (fewer than asked: the executors cannot run the others yet)"
+                   : "");
+}
+
+// --objective ttft: the layer prefill (measured in the profile of this batch when it has
+// prefill_us, else the prefill graph's first-principles estimate) against the decode-graph
+// prefill replaying each candidate of `step`, a plan of the decode step at the replay's rows.
+int run_ttft(const Opts& o, const ModelConfig& cfg, const std::string& name, const OpGraph& g,
+             const PlanResult& step, const ServiceTable& table, const CostModel& cost,
+             TtftReplays replays) {
+  const int rows = o.batch * o.tokens;
+  double layers_us = -1;
+  std::string layers_from;
+  const OpGraph own = build_decode_graph(cfg, name, o.batch, o.tokens);
+  if (const auto fig = table.step_figures(own, cost.dtype, cost.gpu); fig && fig->prefill_us > 0) {
+    layers_us = fig->prefill_us;
+    layers_from = "measured in " + fig->source;
+  } else {
+    CostModel prefill_cost = cost;
+    prefill_cost.overlap_supported = false;
+    PlanOptions po;
+    po.objective = Objective::Ttft;
+    po.backends = {Backend::Conventional};
+    const OpGraph gp = build_prefill_graph(cfg, name, rows, 0);
+    layers_us = plan(gp, table, po, prefill_cost).baseline_us;
+    layers_from = "first-principles estimate";
+    std::fprintf(stderr,
+                 "plan: warning: no profile of batch %d with prefill_us: the layer prefill is a "
+                 "first-principles estimate (it leaves out the host's eager launches)\n",
+                 o.batch);
+  }
+  const TtftPlan t = rank_ttft(step, layers_us, replays, cost.prefill_replay_us);
+  const int n = static_cast<int>(t.ranked.size());
+  auto label = [&](const TtftCandidate& c) {
+    return c.step_index < 0 ? std::string("layer prefill (") + layers_from + ")"
+                            : "graph prefill, " + std::to_string(replays.replays) + " x " +
+                                  std::to_string(replays.replay_rows) +
+                                  " rows: " + step.ranked[c.step_index].label;
+  };
+  std::printf(
+      "%s, batch %d, objective ttft: %d candidates (the layer prefill, and %d prompt rows in %d "
+      "replay(s) of a %d-row decode step); layer prefill %.1f us\n",
+      name.c_str(), o.batch, n, rows, replays.replays, replays.replay_rows, layers_us);
+  std::printf("%4s %12s %9s  %-8s %s\n", "rank", "predicted us", "vs layers", "runnable",
+              "candidate");
+  for (int i = 0; i < n && i < o.top; ++i) {
+    const TtftCandidate& c = t.ranked[i];
+    std::printf("%4d %12.1f %8.1f%%  %-8s %s\n", i + 1, c.predicted_us,
+                100.0 * (c.predicted_us - layers_us) / layers_us,
+                c.executor_supports ? "yes" : "not yet", label(c).c_str());
+  }
+  if (t.pick < 0) throw Error("plan: no candidate the executors support");
+  std::printf(
+      "pick: rank %d (%s), predicted %.1f us; sum-of-standalone selector picks rank %d, "
+      "planner without overlap picks rank %d\n",
+      t.pick + 1, label(t.ranked[t.pick]).c_str(), t.ranked[t.pick].predicted_us,
+      t.additive_pick + 1, t.no_overlap_pick + 1);
+  // A TTFT plan is a decode-step plan (the replays' composition; the layer prefill's is
+  // all-conventional, which its decode steps then run) with the prefill path and the batch of
+  // sequences: what `bench --plan` needs to time the first token.
+  auto json_of = [&](int i) {
+    const TtftCandidate& c = t.ranked[i];
+    const int base = c.step_index < 0 ? step.baseline_rank : c.step_index;
+    nlohmann::json j = nlohmann::json::parse(plan_json(step, g, base));
+    j["objective"] = "ttft";
+    j["batch"] = o.batch;
+    j["prompt_tokens"] = o.tokens;
+    j["prefill"] = c.step_index < 0 ? "layers" : "graph";
+    j["predicted_us"] = c.predicted_us;
+    j["baseline_us"] = layers_us;
+    j["executor_supports"] = c.executor_supports;
+    if (c.step_index >= 0) {
+      j["replay_rows"] = replays.replay_rows;
+      j["replays"] = replays.replays;
+      j["step_predicted_us"] = step.ranked[c.step_index].predicted_us;
+      j["reason"] = "graph prefill: " + step.ranked[c.step_index].reason;
+    } else {
+      j["reason"] = "the layer prefill (" + layers_from + ")";
+    }
+    return j;
+  };
+  if (!o.out.empty()) write_file_text(o.out, json_of(t.pick).dump(1));
+  if (o.pool > 0) {
+    if (o.pool_out.empty()) throw_input_error("--pool-out", "", "needed with --pool");
+    std::vector<char> runnable(n);
+    for (int i = 0; i < n; ++i) runnable[i] = t.ranked[i].executor_supports;
+    write_pool(o.pool_out, o.pool, n, runnable, t.pick, t.additive_pick, t.no_overlap_pick,
+               t.baseline_rank, json_of);
+  }
+  if (!o.dump.empty()) {
+    const int si = t.ranked[t.pick].step_index;
+    write_dump(o, g, step.ranked[si < 0 ? step.baseline_rank : si]);
+  }
+  return 0;
+}
+
 }  // namespace
 
 Runner add_plan(CLI::App& app) {
-  struct Opts {
-    std::string model, preset, objective = "step", out, dump, dump_out;
-    std::vector<std::string> profiles;
-    int batch = 1, context = 32, tokens = 32, top = 5, pool = 0;
-    std::string pool_out;
-    bool runnable_only = false, with_persistent = false;
-  };
   auto o = std::make_shared<Opts>();
   app.add_option("--model", o->model, "Hugging Face checkpoint directory (config.json is read)");
   app.add_option("--preset", o->preset, "a named architecture");
   app.add_option("--batch", o->batch, "sequences decoded together");
-  app.add_option("--objective", o->objective, "step (decode step time) or ttft (prefill chunk)");
+  app.add_option("--objective", o->objective,
+                 "step (decode step time) or ttft (time to first token of --batch prompts of "
+                 "--tokens tokens: the layer prefill or the prompt rows through the decode step)");
   app.add_option("--profile", o->profiles,
                  "`megaops profile --json` files or megaops-op-bench/1 files (repeatable; "
                  "without any, every op is a first-principles estimate)");
@@ -82,11 +222,7 @@ Runner add_plan(CLI::App& app) {
     const ModelConfig cfg =
         o->model.empty() ? preset_config(o->preset) : read_model_config(o->model + "/config.json");
     const std::string name = o->model.empty() ? o->preset : o->model;
-    const OpGraph g = popt.objective == Objective::Step
-                          ? build_decode_graph(cfg, name, o->batch, o->context)
-                          : build_prefill_graph(cfg, name, o->tokens, 0);
     CostModel cost;
-    cost.overlap_supported = popt.objective == Objective::Step;
     cost.fixed_split_supported = false;
     // The overlap executor as measured (docs/overlap-design.md, trace of 2026-11-29): consumers
     // wait for whole tensors, a handoff takes 2.6 us (median), and a waiting small-m CTA holds
@@ -105,6 +241,11 @@ Runner add_plan(CLI::App& app) {
                             : table.load_profile_json(text, p, cost.machine.workers);
       std::fprintf(stderr, "plan: %s: %d service-table entries\n", p.c_str(), added);
     }
+    // The objective ttft plans a decode step too: the decode-graph prefill replays it.
+    const TtftReplays replays = ttft_replays(o->batch * o->tokens);
+    const int step_batch = popt.objective == Objective::Step ? o->batch : replays.replay_rows;
+    const int step_context = popt.objective == Objective::Step ? o->context : o->tokens;
+    const OpGraph g = build_decode_graph(cfg, name, step_batch, step_context);
     // What every op of a plan with an overlap region costs more on the overlap executor, when
     // the profile of exactly this step measured it (docs/planner-validation.md, rounds 1-2).
     if (const auto fig = table.step_figures(g, cost.dtype, cost.gpu)) {
@@ -114,7 +255,11 @@ Runner add_plan(CLI::App& app) {
                    "every op of an overlap plan costs %.2f us more\n",
                    fig->source.c_str(), fig->event_overhead_us, cost.overlap_serial_op_us);
     }
-    const PlanResult r = plan(g, table, popt, cost);
+    PlanOptions step_opt = popt;
+    step_opt.objective = Objective::Step;
+    const PlanResult r = plan(g, table, step_opt, cost);
+    if (popt.objective == Objective::Ttft)
+      return run_ttft(*o, cfg, name, g, r, table, cost, replays);
     int unmatched = 0;
     for (const OpCalibration& c : r.calibration) unmatched += c.measured_us < 0;
     if (unmatched > 0)
@@ -144,49 +289,13 @@ Runner add_plan(CLI::App& app) {
     if (!o->out.empty()) write_file_text(o->out, plan_json(r, g, r.pick));
     if (o->pool > 0) {
       if (o->pool_out.empty()) throw_input_error("--pool-out", "", "needed with --pool");
-      // The pool is what the validation protocol measures end to end: only runnable candidates,
-      // ranked by the planner, always including both simpler selectors' picks and the baseline.
-      std::vector<int> ids;
-      auto add_id = [&](int i) {
-        if (i >= 0 && r.ranked[i].executor_supports &&
-            std::find(ids.begin(), ids.end(), i) == ids.end())
-          ids.push_back(i);
-      };
-      for (int i = 0;
-           i < static_cast<int>(r.ranked.size()) && static_cast<int>(ids.size()) < o->pool; ++i)
-        add_id(i);
-      add_id(r.additive_pick);
-      add_id(r.no_overlap_pick);
-      // All-conventional too: the reference every candidate is compared with, and in round 1 of
-      // the protocol the fastest composition where the planner ranked it ninth or lower.
-      add_id(r.baseline_rank);
-      // Each entry says which selectors picked it, so the report can score all three.
-      nlohmann::json arr = nlohmann::json::array();
-      for (int i : ids) {
-        nlohmann::json by = nlohmann::json::array();
-        if (i == r.pick) by.push_back("planner");
-        if (i == r.additive_pick) by.push_back("additive");
-        if (i == r.no_overlap_pick) by.push_back("no_overlap");
-        if (i == r.baseline_rank) by.push_back("baseline");
-        arr.push_back({{"rank", i + 1},
-                       {"selected_by", by},
-                       {"plan", nlohmann::json::parse(plan_json(r, g, i))}});
-      }
-      write_file_text(o->pool_out, arr.dump(1) + "\n");
-      std::fprintf(stderr, "plan: pool of %zu runnable candidates written to %s%s\n", ids.size(),
-                   o->pool_out.c_str(),
-                   static_cast<int>(ids.size()) < o->pool
-                       ? " (fewer than asked: the executors cannot run the others yet)"
-                       : "");
+      const int n = static_cast<int>(r.ranked.size());
+      std::vector<char> runnable(n);
+      for (int i = 0; i < n; ++i) runnable[i] = r.ranked[i].executor_supports;
+      write_pool(o->pool_out, o->pool, n, runnable, r.pick, r.additive_pick, r.no_overlap_pick,
+                 r.baseline_rank, [&](int i) { return nlohmann::json::parse(plan_json(r, g, i)); });
     }
-    if (!o->dump.empty()) {
-      const std::string prefix = o->dump_out.empty() ? "plan" : o->dump_out;
-      const RegionGraph rg = default_region_graph(g);
-      const bool dot = o->dump == "dot";
-      write_file_text(prefix + ".regions." + o->dump,
-                      dot ? region_graph_dot(g, rg, best) : region_graph_json(g, rg, best));
-      std::fprintf(stderr, "plan: wrote %s.regions.%s\n", prefix.c_str(), o->dump.c_str());
-    }
+    if (!o->dump.empty()) write_dump(*o, g, best);
     return 0;
   };
 }

@@ -5,8 +5,10 @@
 // replays, no events): the conventional step (`graph_step_us`, which the planner calibrates to:
 // each event between ops costs a few microseconds) and the overlap executor running the whole
 // step as one serial region (`serial_overlap_step_us`: what every op costs more inside a plan
-// that has overlap regions), both over `--gen` steps. docs/planner-validation.md, rounds 1-3.
+// that has overlap regions), both over `--gen` steps, and the layer prefill of the prompts as
+// `bench` times TTFT (`prefill_us`). docs/planner-validation.md, rounds 1-4.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -74,6 +76,17 @@ Runner add_profile(CLI::App& app) {
                   100 * v.first / total, v.first / v.second);
     std::printf("%-26s %10.1f %8zu\n", "total (graph, no PDL)", total, times.size());
     ex.set_pdl(false);
+    // The layer prefill of these prompts, as `bench` times TTFT (the planner's reference for the
+    // ttft objective): median of five after a warm-up.
+    std::vector<double> prefill_runs;
+    for (int r = 0; r <= 5; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ex.prefill(prompts);
+      const auto t1 = std::chrono::steady_clock::now();
+      if (r > 0) prefill_runs.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+    const double prefill_us = median(prefill_runs);
+    std::printf("%-26s %10.1f\n", "prefill (layers)", prefill_us);
     // Over --gen steps, as `bench` measures a candidate: round 2 of the validation timed 32 here
     // and under-predicted every measured step by 1-5% (the longer context of 128 steps).
     const double graph_step_us = time_decode_step_us(ex, prompts, o->gen, 3);
@@ -110,6 +123,7 @@ Runner add_profile(CLI::App& app) {
                           {"step_us", total},
                           {"graph_step_us", graph_step_us},
                           {"serial_overlap_step_us", serial_overlap_step_us},
+                          {"prefill_us", prefill_us},
                           {"ops", ops}};
       std::ofstream f(o->json_out);
       if (!f) throw Error("cannot write " + o->json_out);

@@ -187,7 +187,8 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
 
   // Pick: thread t owns indices [t * seg, (t + 1) * seg), so a prefix scan over threads is a
   // prefix scan in index order.
-  const float u = counter_uniform(p.seed, static_cast<uint64_t>(row), *p.step);
+  const int rng_row = p.rng_rows != nullptr ? p.rng_rows[row] : row;
+  const float u = counter_uniform(p.seed, static_cast<uint64_t>(rng_row), *p.step);
   const int seg = (n + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
   const int begin = min(n, tid * seg), end = min(n, begin + seg);
   float local = 0.0f;

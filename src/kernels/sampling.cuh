@@ -19,6 +19,9 @@ struct SampleParams {
   uint64_t seed = 0;
   const uint32_t* step = nullptr;  // device scalar
   int32_t* tokens = nullptr;       // [b]
+  // Row r draws its uniform as row rng_rows[r] (device, [b]; null: as row r), so rows that belong
+  // to one sequence in another layout draw that sequence's numbers.
+  const int32_t* rng_rows = nullptr;
   TileSync sync;  // overlap hooks (kernels/tile_sync.cuh); one CTA per row, one signal per CTA
   LaunchOptions launch;
 };

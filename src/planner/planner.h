@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/op_graph.h"
+#include "kernels/matmul_dispatch.h"
 #include "planner/service_table.h"
 #include "planner/tile_sim.h"
 
@@ -54,6 +55,10 @@ struct CostModel {
   // applied it to conventional regions only and under-predicted every overlap candidate by
   // 4-16% (docs/planner-validation.md).
   double overlap_serial_op_us = 0;
+  // Between two replays of a decode-graph prefill (the TTFT objective): the uploads of the rows'
+  // tokens, positions, slots and lengths, the graph launch, the token read-back and a host
+  // synchronisation. An estimate until measured (dev/prefill-decode-graph.patch).
+  double prefill_replay_us = 30;
   bool overlap_supported = true;      // executor_supports for overlap regions
   bool fixed_split_supported = true;  // executor_supports for the fixed-split sharing policy
   bool persistent_supported = false;  // executor_supports for persistent regions
@@ -138,6 +143,39 @@ struct PlanResult {
 // InputError when the candidate space exceeds options.max_candidates.
 PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& options,
                 const CostModel& cost, const RegionGraph* rg = nullptr);
+
+// Time to first token with the prompt rows run through the decode step
+// (ExecutorOptions::prefill_path = DecodeGraph): `rows` prompt tokens in replays of at most
+// `max_rows` rows (the decode step's most rows). The tools size their executors by it too, so a
+// measured graph prefill replays what the planner predicted. replay_rows = min(rows, max_rows),
+// replays = ceil(rows / replay_rows) (a short last replay is counted as a full one: an upper
+// bound).
+struct TtftReplays {
+  int replay_rows = 0;
+  int replays = 0;
+};
+TtftReplays ttft_replays(int rows, int max_rows = MATMUL_SMALL_M_MAX);
+
+// One TTFT candidate: the layer prefill (step_index = -1), or the decode-graph prefill replaying
+// step candidate `step_index` of the step plan at replay_rows rows.
+struct TtftCandidate {
+  int step_index = -1;
+  double predicted_us = 0, additive_us = 0, no_overlap_us = 0;
+  bool executor_supports = true;
+};
+struct TtftPlan {
+  TtftReplays replays;
+  std::vector<TtftCandidate> ranked;  // best first; ties keep the layer prefill first
+  int pick = -1, additive_pick = -1, no_overlap_pick = -1;
+  int baseline_rank = -1;  // the layer prefill: the executors' default, every TTFT's reference
+};
+// Ranks the layer prefill, measured or predicted at `layers_us` (it has no overlap, so every
+// selector sees the same time), against one decode-graph candidate per candidate of `step` (a
+// step plan at replays.replay_rows rows): its predicted, additive and no-overlap times times the
+// replays, plus replay_overhead_us per replay (the row uploads, the launch and the token
+// read-back between replays). Deterministic.
+TtftPlan rank_ttft(const PlanResult& step, double layers_us, TtftReplays replays,
+                   double replay_overhead_us);
 
 // Plan JSON of one ranked candidate: {model, batch, objective, regions:[{ops:[first,last],
 // first_op, last_op, backend, cta_budget}], policy, split, predicted_us, baseline_us, reason,

@@ -125,6 +125,7 @@ int ServiceTable::load_profile_json(const std::string& text, const std::string& 
     if (rows.empty()) throw_input_error(origin, "ops", "expected at least one op, found none");
     const double step = positive("step_us"), graph_step = positive("graph_step_us");
     fig.event_overhead_us = (step - graph_step) / static_cast<double>(rows.size());
+    if (j.contains("prefill_us")) fig.prefill_us = positive("prefill_us");
     if (j.contains("serial_overlap_step_us"))
       fig.serial_overlap_op_us = std::max(0.0, (positive("serial_overlap_step_us") - graph_step) /
                                                    static_cast<double>(rows.size()));

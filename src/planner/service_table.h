@@ -53,6 +53,9 @@ struct StepFigures {
   // more inside a plan that has overlap regions (the executor then runs the whole step on its
   // overlap path, the conventional regions as serial regions). -1 when the profile lacks it.
   double serial_overlap_op_us = -1;
+  // The layer prefill of the profile's batch of prompts of `context` tokens, timed as `bench`
+  // times TTFT (host clock around prefill); -1 when the profile lacks it.
+  double prefill_us = -1;
   std::string source;
 };
 

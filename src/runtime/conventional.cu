@@ -9,8 +9,10 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <utility>
 
 #include "core/cuda_check.h"
+#include "core/cuda_owners.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "graph/overlap_budget.h"
@@ -65,6 +67,19 @@ struct LayerWeights {
   bf16* v_cache = nullptr;
 };
 
+// The value named `text` among `choices`, or an InputError naming `option`, every accepted name
+// and what was found.
+template <typename E, size_t N>
+E parse_choice(const std::string& text, const std::string& option,
+               const std::pair<const char*, E> (&choices)[N]) {
+  std::string names;
+  for (const auto& [name, value] : choices) {
+    if (text == name) return value;
+    names += (names.empty() ? "" : " or ") + std::string(name);
+  }
+  throw_input_error(option, "", "expected " + names + ", found '" + text + "'");
+}
+
 }  // namespace
 
 const char* backend_name(DecodeBackend b) {
@@ -72,9 +87,18 @@ const char* backend_name(DecodeBackend b) {
 }
 
 DecodeBackend parse_backend(const std::string& text, const std::string& option) {
-  if (text == "conventional") return DecodeBackend::Conventional;
-  if (text == "overlap") return DecodeBackend::Overlap;
-  throw_input_error(option, "", "expected conventional or overlap, found '" + text + "'");
+  return parse_choice<DecodeBackend>(
+      text, option,
+      {{"conventional", DecodeBackend::Conventional}, {"overlap", DecodeBackend::Overlap}});
+}
+
+const char* prefill_path_name(PrefillPath p) {
+  return p == PrefillPath::DecodeGraph ? "graph" : "layers";
+}
+
+PrefillPath parse_prefill_path(const std::string& text, const std::string& option) {
+  return parse_choice<PrefillPath>(
+      text, option, {{"layers", PrefillPath::Layers}, {"graph", PrefillPath::DecodeGraph}});
 }
 
 namespace {
@@ -217,6 +241,9 @@ struct ConventionalExecutor::Impl {
   int32_t* dec_slots = nullptr;
   uint32_t* step = nullptr;
   int32_t* host_tokens = nullptr;  // pinned
+  // PrefillPath::DecodeGraph: each sequence's last-row logits until the last replay has run
+  // ([max_batch, vocab] fp32, allocated on first use).
+  std::unique_ptr<CudaMemory> prefill_logits;
 
   int batch = 0;
   std::vector<int> host_pos;  // mirror of dec_pos, for limit checks
@@ -505,6 +532,9 @@ struct ConventionalExecutor::Impl {
     sp.seed = opt.sampling.seed;
     sp.step = step;
     sp.tokens = dec_tokens;
+    // Row r draws with its sequence's slot: the same stream as row r in a decode step (slot r),
+    // and a sequence's first token in a decode-graph prefill draws as the layer path's row b.
+    sp.rng_rows = dec_slots;
     return sp;
   }
 
@@ -518,9 +548,12 @@ struct ConventionalExecutor::Impl {
     return ap;
   }
 
-  void lm_head_and_sample(const bf16* rows, int b, bool pdl) {
+  // rng_by_slot false: row b draws as sequence b (the layer prefill, whose dec_slots are not set
+  // yet when it samples).
+  void lm_head_and_sample(const bf16* rows, int b, bool pdl, bool rng_by_slot = true) {
     lm_head_logits(rows, b, pdl);
     SampleParams sp = sample_params(b);
+    if (!rng_by_slot) sp.rng_rows = nullptr;
     sp.launch = launch(pdl);
     check(launch_sample(sp), "sample");
   }
@@ -587,6 +620,21 @@ struct ConventionalExecutor::Impl {
   std::vector<OverlapOp> build_overlap_ops(int b);
   void choose_overlap_budgets(std::vector<OverlapOp>& ops) const;
   void record_overlap_step(int b);
+  // One decode step of b rows on the executor's stream (the backend's graph, or eagerly with
+  // debug_sync), then its b sampled tokens into host_tokens; returns when they are there. Errors
+  // go through the overlap or TP watchdog, so a hung wait is reported by name.
+  void run_step(int b);
+  // PrefillPath::Layers: the flattened prompts (ids, pos, slot of B sequences) through the
+  // prefill kernels in chunks of prefill_chunk rows, then the LM head and sampler on each
+  // sequence's last row. Leaves each sequence's first token in dec_tokens[b] and its logits in
+  // logits row b.
+  void prefill_layers(const std::vector<int32_t>& ids, const std::vector<int32_t>& pos,
+                      const std::vector<int32_t>& slot, int B);
+  // PrefillPath::DecodeGraph (see conventional.h): the flattened prompts (ids, pos, slot of B
+  // sequences) in replays of at most max_batch rows. Leaves each sequence's first token in
+  // host_tokens[b] and dec_tokens[b] and its logits in logits row b.
+  void prefill_via_decode_graph(const std::vector<int32_t>& ids, const std::vector<int32_t>& pos,
+                                const std::vector<int32_t>& slot, int B);
   // Throws the watchdog's description when it tripped, else a DeviceError for a failed status.
   void overlap_check(cudaError_t err) const {
     if (err == cudaSuccess) return;
@@ -1080,6 +1128,9 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
     if (opt.backend == DecodeBackend::Overlap)
       throw_input_error("executor", "backend",
                         "the overlap backend does not run with tensor parallelism yet");
+    if (opt.prefill_path == PrefillPath::DecodeGraph)
+      throw_input_error("executor", "prefill_path",
+                        "the decode-graph prefill does not run with tensor parallelism yet");
     s.comm = static_cast<ncclComm_t>(opt.tp_comm);
     s.cfg = tp_rank_config(cfg, tp_part);
     s.vocab0 = tp_part.vocab0;
@@ -1389,6 +1440,12 @@ size_t ConventionalExecutor::weight_bytes() const {
 void ConventionalExecutor::set_pdl(bool pdl) {
   impl_->opt.pdl = pdl;
 }
+void ConventionalExecutor::set_prefill_path(PrefillPath path) {
+  if (path == PrefillPath::DecodeGraph && impl_->comm != nullptr)
+    throw_input_error("executor", "prefill_path",
+                      "the decode-graph prefill does not run with tensor parallelism yet");
+  impl_->opt.prefill_path = path;
+}
 void ConventionalExecutor::set_backend(DecodeBackend backend) {
   if (backend == DecodeBackend::Overlap) impl_->setup_overlap();
   impl_->opt.backend = backend;
@@ -1488,8 +1545,7 @@ std::vector<int> ConventionalExecutor::prefill(const std::vector<std::vector<int
                             " tokens exceeds the configured maximum " +
                             std::to_string(s.opt.max_seq));
   }
-  const int h = s.cfg.hidden_size;
-  // Flatten all prompts and run them in chunks; a sequence's last token row is copied to lm_in[b].
+  // Flatten all prompts: token ids, positions and the sequence (slot) of every prompt row.
   std::vector<int32_t> ids, pos, slot;
   for (int b = 0; b < B; ++b)
     for (size_t i = 0; i < prompts[b].size(); ++i) {
@@ -1497,37 +1553,17 @@ std::vector<int> ConventionalExecutor::prefill(const std::vector<std::vector<int
       pos.push_back(static_cast<int32_t>(i));
       slot.push_back(b);
     }
-  const int total = static_cast<int>(ids.size());
-  for (int c0 = 0; c0 < total; c0 += s.opt.prefill_chunk) {
-    const int t = std::min(s.opt.prefill_chunk, total - c0);
-    MEGAOPS_CUDA_CHECK(
-        cudaMemcpyAsync(s.tok_ids, ids.data() + c0, t * 4, cudaMemcpyHostToDevice, s.stream));
-    MEGAOPS_CUDA_CHECK(
-        cudaMemcpyAsync(s.tok_pos, pos.data() + c0, t * 4, cudaMemcpyHostToDevice, s.stream));
-    MEGAOPS_CUDA_CHECK(
-        cudaMemcpyAsync(s.tok_slot, slot.data() + c0, t * 4, cudaMemcpyHostToDevice, s.stream));
-    s.run_layers(t, s.tok_ids, s.tok_pos, s.tok_slot, nullptr, /*decode=*/false, false);
-    s.add_rmsnorm(s.delta, s.final_norm, s.normed, t, false, "final_norm");
-    for (int i = c0; i < c0 + t; ++i) {
-      const bool last = i + 1 == total || slot[i + 1] != slot[i];
-      if (!last) continue;
-      MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(s.lm_in + static_cast<size_t>(slot[i]) * h,
-                                         s.normed + static_cast<size_t>(i - c0) * h, h * 2,
-                                         cudaMemcpyDeviceToDevice, s.stream));
-    }
-    // Host vectors must outlive the async copies above.
-    MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(s.stream));
-  }
+  if (s.opt.prefill_path == PrefillPath::DecodeGraph)
+    s.prefill_via_decode_graph(ids, pos, slot, B);
+  else
+    s.prefill_layers(ids, pos, slot, B);
   std::vector<int32_t> dpos(B), dctx(B), dslot(B);
   for (int b = 0; b < B; ++b) {
     dpos[b] = static_cast<int32_t>(prompts[b].size());
     dctx[b] = dpos[b] + 1;
     dslot[b] = b;
   }
-  const uint32_t step0 = 0, step1 = 1;
-  MEGAOPS_CUDA_CHECK(
-      cudaMemcpyAsync(s.step, &step0, sizeof(step0), cudaMemcpyHostToDevice, s.stream));
-  s.lm_head_and_sample(s.lm_in, B, false);
+  const uint32_t step1 = 1;
   MEGAOPS_CUDA_CHECK(
       cudaMemcpyAsync(s.step, &step1, sizeof(step1), cudaMemcpyHostToDevice, s.stream));
   MEGAOPS_CUDA_CHECK(
@@ -1542,6 +1578,105 @@ std::vector<int> ConventionalExecutor::prefill(const std::vector<std::vector<int
   s.batch = B;
   s.host_pos.assign(dpos.begin(), dpos.end());
   return std::vector<int>(s.host_tokens, s.host_tokens + B);
+}
+
+void ConventionalExecutor::Impl::prefill_layers(const std::vector<int32_t>& ids,
+                                                const std::vector<int32_t>& pos,
+                                                const std::vector<int32_t>& slot, int B) {
+  const int total = static_cast<int>(ids.size());
+  const int h = cfg.hidden_size;
+  // Chunks of prefill_chunk rows; a sequence's last row is copied to lm_in[slot].
+  for (int c0 = 0; c0 < total; c0 += opt.prefill_chunk) {
+    const int t = std::min(opt.prefill_chunk, total - c0);
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(tok_ids, ids.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(tok_pos, pos.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(tok_slot, slot.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    run_layers(t, tok_ids, tok_pos, tok_slot, nullptr, /*decode=*/false, false);
+    add_rmsnorm(delta, final_norm, normed, t, false, "final_norm");
+    for (int i = c0; i < c0 + t; ++i) {
+      const bool last = i + 1 == total || slot[i + 1] != slot[i];
+      if (!last) continue;
+      MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(lm_in + static_cast<size_t>(slot[i]) * h,
+                                         normed + static_cast<size_t>(i - c0) * h, h * 2,
+                                         cudaMemcpyDeviceToDevice, stream));
+    }
+    // Host vectors must outlive the async copies above.
+    MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  const uint32_t step0 = 0;  // the first token's sampler step
+  MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(step, &step0, sizeof(step0), cudaMemcpyHostToDevice, stream));
+  lm_head_and_sample(lm_in, B, false, /*rng_by_slot=*/false);
+}
+
+void ConventionalExecutor::Impl::run_step(int b) {
+  if (opt.backend == DecodeBackend::Overlap) {
+    // Every status goes through the watchdog: after a trap the context is dead and any call may
+    // fail first; a tripped record names the op and tile that hung instead of the bare error.
+    if (opt.debug_sync) {
+      // Eager on the W streams, then one synchronisation: per-op synchronisation would wait for
+      // a consumer whose producer may not be issued yet (reverse issue order).
+      record_overlap_step(b);
+    } else {
+      overlap_check(cudaGraphLaunch(graph_for(b, opt.pdl), stream));
+    }
+    overlap_check(cudaMemcpyAsync(host_tokens, dec_tokens, b * 4, cudaMemcpyDeviceToHost, stream));
+    overlap_check(cudaStreamSynchronize(stream));
+  } else {
+    // Under TpReduce::Peer a hung wait traps; its watchdog record names the site.
+    auto checked = [this](cudaError_t err) {
+      if (err == cudaSuccess) return;
+      if (peer) peer->watchdog->check(err, peer->site_names);
+      MEGAOPS_CUDA_CHECK(err);
+    };
+    if (opt.debug_sync) {
+      record_decode_step(b, opt.pdl);  // eager, checked op by op
+    } else {
+      checked(cudaGraphLaunch(graph_for(b, opt.pdl), stream));
+    }
+    checked(cudaMemcpyAsync(host_tokens, dec_tokens, b * 4, cudaMemcpyDeviceToHost, stream));
+    checked(cudaStreamSynchronize(stream));
+  }
+}
+
+void ConventionalExecutor::Impl::prefill_via_decode_graph(const std::vector<int32_t>& ids,
+                                                          const std::vector<int32_t>& pos,
+                                                          const std::vector<int32_t>& slot, int B) {
+  const int total = static_cast<int>(ids.size());
+  const size_t V = static_cast<size_t>(cfg.vocab_size);
+  if (!prefill_logits)
+    prefill_logits = std::make_unique<CudaMemory>(static_cast<size_t>(opt.max_batch) * V * 4);
+  float* staged = static_cast<float*>(prefill_logits->ptr);
+  std::vector<int32_t> ctx(static_cast<size_t>(total));
+  for (int r = 0; r < total; ++r) ctx[r] = pos[r] + 1;
+  std::vector<int32_t> first(static_cast<size_t>(B));
+  const uint32_t step0 = 0;  // every replay samples as the layer path's prefill does: step 0
+  for (int c0 = 0; c0 < total; c0 += opt.max_batch) {
+    const int t = std::min(opt.max_batch, total - c0);
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(dec_tokens, ids.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(dec_pos, pos.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(dec_slots, slot.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(dec_ctx, ctx.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(step, &step0, sizeof(step0), cudaMemcpyHostToDevice, stream));
+    run_step(t);  // synchronises: the host vectors above may change after it
+    for (int r = c0; r < c0 + t; ++r) {
+      if (r + 1 < total && slot[r + 1] == slot[r]) continue;  // not the sequence's last token
+      first[slot[r]] = host_tokens[r - c0];
+      MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(staged + slot[r] * V, logits + (r - c0) * V, V * 4,
+                                         cudaMemcpyDeviceToDevice, stream));
+    }
+  }
+  std::copy(first.begin(), first.end(), host_tokens);
+  MEGAOPS_CUDA_CHECK(
+      cudaMemcpyAsync(dec_tokens, host_tokens, B * 4, cudaMemcpyHostToDevice, stream));
+  MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(logits, staged, B * V * 4, cudaMemcpyDeviceToDevice, stream));
 }
 
 std::vector<int> ConventionalExecutor::decode_step(const std::vector<int>* forced) {
@@ -1563,35 +1698,7 @@ std::vector<int> ConventionalExecutor::decode_step(const std::vector<int>* force
     MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(s.dec_tokens, s.host_tokens, s.batch * 4,
                                        cudaMemcpyHostToDevice, s.stream));
   }
-  if (s.opt.backend == DecodeBackend::Overlap) {
-    // Every status goes through the watchdog: after a trap the context is dead and any call may
-    // fail first; a tripped record names the op and tile that hung instead of the bare error.
-    if (s.opt.debug_sync) {
-      // Eager on the W streams, then one synchronisation: per-op synchronisation would wait for
-      // a consumer whose producer may not be issued yet (reverse issue order).
-      s.record_overlap_step(s.batch);
-    } else {
-      s.overlap_check(cudaGraphLaunch(s.graph_for(s.batch, s.opt.pdl), s.stream));
-    }
-    s.overlap_check(cudaMemcpyAsync(s.host_tokens, s.dec_tokens, s.batch * 4,
-                                    cudaMemcpyDeviceToHost, s.stream));
-    s.overlap_check(cudaStreamSynchronize(s.stream));
-  } else {
-    // Under TpReduce::Peer a hung wait traps; its watchdog record names the site.
-    auto checked = [&s](cudaError_t err) {
-      if (err == cudaSuccess) return;
-      if (s.peer) s.peer->watchdog->check(err, s.peer->site_names);
-      MEGAOPS_CUDA_CHECK(err);
-    };
-    if (s.opt.debug_sync) {
-      s.record_decode_step(s.batch, s.opt.pdl);  // eager, checked op by op
-    } else {
-      checked(cudaGraphLaunch(s.graph_for(s.batch, s.opt.pdl), s.stream));
-    }
-    checked(cudaMemcpyAsync(s.host_tokens, s.dec_tokens, s.batch * 4, cudaMemcpyDeviceToHost,
-                            s.stream));
-    checked(cudaStreamSynchronize(s.stream));
-  }
+  s.run_step(s.batch);
   for (int b = 0; b < s.batch; ++b) ++s.host_pos[b];
   return std::vector<int>(s.host_tokens, s.host_tokens + s.batch);
 }

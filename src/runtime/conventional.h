@@ -24,7 +24,8 @@ namespace megaops {
 
 class Checkpoint;
 
-// How decode steps run. Prefill is always conventional.
+// How decode steps run. Prefill runs on the prefill kernels unless ExecutorOptions::prefill_path
+// sends it through the decode step (and so through this backend).
 //   Conventional: one stream, one kernel after the other (optionally with PDL).
 //   Overlap: docs/overlap-design.md. Ops round-robin on overlap_streams streams, each op waiting
 //     on its producer's monotonic tile counter instead of a kernel boundary, all matmuls on the
@@ -39,12 +40,28 @@ DecodeBackend parse_backend(const std::string& text, const std::string& option);
 
 enum class TpReduce { Nccl, Peer };
 
+// How prefill runs the prompts (ExecutorOptions::prefill_path).
+//   Layers: every prompt token through the prefill kernels (cuBLASLt GEMMs, causal prefill
+//     attention), prefill_chunk tokens at a time, launched eagerly.
+//   DecodeGraph: the prompt tokens as the rows of decode steps, at most max_batch rows per replay
+//     of the captured step (the decode backend's, with its PDL setting and plan). A row carries
+//     its sequence's slot, its position and a context of position + 1, so the step writes every
+//     row's K / V into the cache before its decode attention reads keys [0, position]: the causal
+//     prefill. One replay instead of ~10 eager launches a layer gets a short prompt its first
+//     token sooner; each replay reads all the weights, so many replays lose to Layers.
+enum class PrefillPath { Layers, DecodeGraph };
+
+const char* prefill_path_name(PrefillPath p);
+// "layers" or "graph"; throws InputError naming `option` otherwise.
+PrefillPath parse_prefill_path(const std::string& text, const std::string& option);
+
 struct ExecutorOptions {
   int max_batch = 1;         // sequences decoded together (1..64)
   int max_seq = 2048;        // positions per sequence (prompt + generated)
   int prefill_chunk = 2048;  // most tokens per prefill chunk (capped at max_batch * max_seq)
-  bool pdl = false;          // programmatic dependent launch for decode steps
-  bool debug_sync = false;   // synchronise and check after every op (localises failures)
+  PrefillPath prefill_path = PrefillPath::Layers;  // DecodeGraph: not with tensor parallelism
+  bool pdl = false;                                // programmatic dependent launch for decode steps
+  bool debug_sync = false;  // synchronise and check after every op (localises failures)
   // Greedy by default (temperature 0), as `generate` and `bench` run unless told otherwise.
   ref::SamplingParams sampling{0.0f, 0, 1.0f, 0};
 
@@ -145,6 +162,8 @@ class ConventionalExecutor {
 
   // Switches PDL for subsequent decode steps (graphs are cached per batch size, PDL and backend).
   void set_pdl(bool pdl);
+  // Switches how later prefills run (ExecutorOptions::prefill_path).
+  void set_prefill_path(PrefillPath path);
   // Switches the decode backend for subsequent steps (the overlap state is set up on first use).
   void set_backend(DecodeBackend backend);
   // Changes the injected overlap delays (tests); drops the cached overlap graphs.

@@ -24,8 +24,11 @@ std::vector<float> random_logits(size_t n, float stddev, std::mt19937_64& rng) {
 // Runs the sampler on [b, vocab] logits stored with row stride ld; returns the tokens.
 std::vector<int32_t> run_sampler(const std::vector<float>& logits, int b, int vocab, int64_t ld,
                                  float temperature, int top_k, float top_p, uint64_t seed,
-                                 uint32_t step, bool pdl) {
+                                 uint32_t step, bool pdl,
+                                 const std::vector<int32_t>* rng_rows = nullptr) {
   DeviceBuffer<float> d_logits(logits.size());
+  DeviceBuffer<int32_t> d_rng_rows(rng_rows ? rng_rows->size() : 1);
+  if (rng_rows) d_rng_rows.upload(*rng_rows);
   DeviceBuffer<uint32_t> d_step(1);
   DeviceBuffer<int32_t> d_tokens(b);
   d_logits.upload(logits);
@@ -42,6 +45,7 @@ std::vector<int32_t> run_sampler(const std::vector<float>& logits, int b, int vo
   p.seed = seed;
   p.step = d_step.ptr;
   p.tokens = d_tokens.ptr;
+  if (rng_rows) p.rng_rows = d_rng_rows.ptr;
   p.launch.pdl = pdl;
   EXPECT_EQ(launch_sample(p), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -174,6 +178,35 @@ TEST(Sample, RejectsBadParams) {
   p.temperature = 0.0f;
   p.ld = 8;  // row stride shorter than the row
   EXPECT_EQ(launch_sample(p), cudaErrorInvalidValue);
+}
+
+// rng_rows: a row draws the numbers of the row it names (the decode-graph prefill samples a
+// sequence's last prompt row as that sequence). Rows 4..7 repeat the logits of rows 0..3 in
+// another order and name their originals: each must pick what its original picks, and without
+// rng_rows the copies draw their own numbers, which on near-flat logits must differ somewhere.
+TEST(Sample, RngRowsDrawAsTheNamedRow) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(testing::test_seed() + 4);
+  const int vocab = 1000, half = 4;
+  const auto base = random_logits(static_cast<size_t>(half) * vocab, 0.01f, rng);
+  const int order[half] = {2, 0, 3, 1};
+  std::vector<float> logits(base);
+  for (int r = 0; r < half; ++r)
+    logits.insert(logits.end(), base.begin() + order[r] * vocab,
+                  base.begin() + (order[r] + 1) * vocab);
+  std::vector<int32_t> rows = {0, 1, 2, 3, order[0], order[1], order[2], order[3]};
+  for (uint32_t step : {0u, 5u}) {
+    const auto named =
+        run_sampler(logits, 2 * half, vocab, vocab, 1.0f, 0, 1.0f, 9, step, step == 5, &rows);
+    const auto own = run_sampler(logits, 2 * half, vocab, vocab, 1.0f, 0, 1.0f, 9, step, false);
+    for (int r = 0; r < half; ++r) {
+      EXPECT_EQ(named[r], own[r]) << "row " << r << " names itself";
+      EXPECT_EQ(named[half + r], own[order[r]]) << "row " << half + r << " step " << step;
+    }
+    bool differs = false;
+    for (int r = 0; r < half; ++r) differs |= own[half + r] != own[order[r]];
+    EXPECT_TRUE(differs) << "the copies drew the same numbers without rng_rows";
+  }
 }
 
 }  // namespace

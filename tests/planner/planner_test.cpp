@@ -415,5 +415,47 @@ TEST(Planner, CapAndDumps) {
   EXPECT_NE(j.find("\"cta_budget\""), std::string::npos);
 }
 
+// The decode-graph prefill against the layer prefill, analytically: a step plan whose candidates
+// take 1,000 and 1,100 us (additive 900 / 1,300, without overlap 1,000 / 1,100; the second not
+// runnable) and a layer prefill measured at 1,500 us. One replay of 32 rows: the graph prefill
+// wins at 1,000 + 30 us. Four replays (256 rows of 64): 4 x 1,030 = 4,120 us, the layer prefill
+// wins, for every selector. Rows past a multiple of the replay count as a full replay.
+TEST(Planner, TtftPicksTheGraphPrefillOnlyWhereOneReplayBeatsTheLayers) {
+  PlanResult step;
+  Candidate a, b;
+  a.predicted_us = 1000;
+  a.additive_us = 900;
+  a.no_overlap_us = 1000;
+  b.predicted_us = 1100;
+  b.additive_us = 1300;
+  b.no_overlap_us = 1100;
+  b.executor_supports = false;
+  step.ranked = {a, b};
+  EXPECT_EQ(ttft_replays(32).replay_rows, 32);
+  EXPECT_EQ(ttft_replays(32).replays, 1);
+  EXPECT_EQ(ttft_replays(256).replay_rows, 64);
+  EXPECT_EQ(ttft_replays(256).replays, 4);
+  EXPECT_EQ(ttft_replays(65).replays, 2);
+  EXPECT_THROW(ttft_replays(0), InputError);
+
+  const TtftPlan one = rank_ttft(step, 1500, ttft_replays(32), 30);
+  ASSERT_EQ(one.ranked.size(), 3u);
+  EXPECT_EQ(one.ranked[one.pick].step_index, 0);
+  EXPECT_DOUBLE_EQ(one.ranked[one.pick].predicted_us, 1030);
+  EXPECT_EQ(one.ranked[one.additive_pick].step_index, 0);  // 930 vs 1,500 (b not runnable)
+  EXPECT_EQ(one.ranked[one.baseline_rank].step_index, -1);
+  EXPECT_DOUBLE_EQ(one.ranked[one.baseline_rank].predicted_us, 1500);
+  EXPECT_EQ(one.ranked.back().step_index, -1);  // 1,130 (b) < 1,500
+
+  const TtftPlan four = rank_ttft(step, 1500, ttft_replays(256), 30);
+  EXPECT_EQ(four.ranked[four.pick].step_index, -1);
+  EXPECT_EQ(four.pick, four.baseline_rank);
+  EXPECT_DOUBLE_EQ(four.ranked[1].predicted_us, 4120);
+  EXPECT_EQ(four.ranked[four.no_overlap_pick].step_index, -1);
+  // A tie keeps the layer prefill first (the executors' default).
+  const TtftPlan tie = rank_ttft(step, 1030, ttft_replays(32), 30);
+  EXPECT_EQ(tie.ranked[tie.pick].step_index, -1);
+}
+
 }  // namespace
 }  // namespace megaops

@@ -236,6 +236,40 @@ TEST(Overlap, BatchChangesAcrossPrefills) {
   }
 }
 
+// PrefillPath::DecodeGraph on the overlap step: the prompt rows go through the overlap step,
+// which computes what the conventional step without PDL computes, so the prefill's tokens and
+// logits and every decode step after it equal the conventional step's decode-graph prefill bit
+// for bit. 18 prompt rows in replays of at most 3 (sequences straddle replays), twice on one
+// executor (the counters carry on).
+TEST(Overlap, DecodeGraphPrefillMatchesConventional) {
+  MEGAOPS_REQUIRE_GPU();
+  for (const std::string preset : {"tiny-llama3", "tiny-qwen3"}) {
+    const ModelConfig cfg = preset_config(preset);
+    const uint64_t seed = testing::test_seed();
+    const auto prompts = random_prompts({5, 9, 4}, cfg.vocab_size, seed);
+    auto run = [&](ConventionalExecutor& ex) {
+      Trace t;
+      t.tokens = ex.prefill(prompts);
+      t.logits.push_back(ex.last_logits());
+      for (int i = 0; i < 16; ++i) {
+        const std::vector<int> s = ex.decode_step();
+        t.tokens.insert(t.tokens.end(), s.begin(), s.end());
+        t.logits.push_back(ex.last_logits());
+      }
+      return t;
+    };
+    ExecutorOptions co = options(3, 64, DecodeBackend::Conventional);
+    co.prefill_path = PrefillPath::DecodeGraph;
+    ConventionalExecutor conv(cfg, random_filler(seed), co);
+    const Trace ref = run(conv);
+    ExecutorOptions oo = options(3, 64, DecodeBackend::Overlap);
+    oo.prefill_path = PrefillPath::DecodeGraph;
+    ConventionalExecutor ovl(cfg, random_filler(seed), oo);
+    for (int round = 0; round < 2; ++round)
+      expect_same(ref, run(ovl), preset + " round " + std::to_string(round), true);
+  }
+}
+
 // Switching backends on one executor: conventional steps touch neither counters nor the overlap
 // step, so overlap steps after them still find consistent targets.
 TEST(Overlap, SwitchBackendsMidGeneration) {

@@ -182,6 +182,16 @@ TEST(TensorParallelExecutor, RejectsBadOptions) {
   o.backend = DecodeBackend::Overlap;
   testing::expect_input_error([&] { ConventionalExecutor(cfg, random_filler(1), o); },
                               {"backend", "tensor parallelism"});
+  o.backend = DecodeBackend::Conventional;
+  o.prefill_path = PrefillPath::DecodeGraph;
+  testing::expect_input_error([&] { ConventionalExecutor(cfg, random_filler(1), o); },
+                              {"prefill_path", "tensor parallelism"});
+  o.prefill_path = PrefillPath::Layers;
+  {
+    ConventionalExecutor ex(cfg, random_filler(1), o);
+    testing::expect_input_error([&] { ex.set_prefill_path(PrefillPath::DecodeGraph); },
+                                {"prefill_path", "tensor parallelism"});
+  }
   testing::expect_input_error([] { TpComm(2, 2, 0, "", ""); }, {"rank", "expected 0..1"});
   o = options(1, false);
   o.tp_reduce = TpReduce::Peer;

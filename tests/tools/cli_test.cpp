@@ -91,6 +91,17 @@ TEST(Cli, GenerateTensorParallelOnTheCpuOracle) {
   expect_one_line_error(run_cli(args + " --tp-reduce peer"), "--tp 2 or more");
 }
 
+// generate --prefill names the two paths (a CUDA build checks it before choosing the CPU or GPU).
+TEST(Cli, GeneratePrefillRejectsUnknownPath) {
+  const std::string args = "generate --cpu --ignore-eos --model " + tiny_checkpoint().string() +
+                           " --prompt-ids 4,5 --max-new-tokens 2 --prefill";
+  const Result ok = run_cli(args + " graph");
+  EXPECT_EQ(ok.status, 0) << ok.out;  // --cpu: the oracle runs, the path is the GPU's option
+  const Result bad = run_cli(args + " decode");
+  if (bad.status == 0) GTEST_SKIP() << "CLI built without CUDA: --prefill is not checked";
+  expect_one_line_error(bad, "expected layers or graph, found 'decode'");
+}
+
 TEST(Cli, MissingModelDirectory) {
   expect_one_line_error(run_cli("generate --model /nonexistent/dir --prompt-ids 1"),
                         "/nonexistent/dir");
@@ -202,6 +213,48 @@ TEST(Cli, PlanPicksARunnableCandidateAndWritesJson) {
   fs::remove(out);
 }
 
+// --objective ttft: the layer prefill against the prompt rows replayed through each runnable
+// composition of the decode step. One 32-token prompt is one replay of a 32-row step; the pool
+// holds the layer prefill as the baseline and graph candidates with their replays, and `bench
+// --plan` accepts every one of them (it stops at the GPU check, not at the plan).
+TEST(Cli, PlanTtftRanksTheLayerPrefillAgainstDecodeGraphReplays) {
+  const fs::path dir = fs::path(::testing::TempDir());
+  const std::string tag = std::to_string(getpid());
+  const fs::path pool = dir / ("megaops-ttft-pool-" + tag + ".json");
+  const Result r = run_cli(
+      "plan --preset llama3.2-1b --batch 1 --tokens 32 --objective ttft "
+      "--profile " +
+      PROFILE_1B + " --top 3 --pool 8 --pool-out " + pool.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("1 replay(s) of a 32-row decode step"), std::string::npos) << r.out;
+  std::ifstream f(pool);
+  const nlohmann::json arr = nlohmann::json::parse(f);
+  ASSERT_GE(arr.size(), 8u);
+  int layers = 0, graphs = 0;
+  for (const auto& e : arr) {
+    const nlohmann::json& plan = e["plan"];
+    EXPECT_EQ(plan["objective"], "ttft");
+    EXPECT_EQ(plan["batch"], 1);
+    if (plan["prefill"] == "layers") {
+      ++layers;
+      EXPECT_NE(e["selected_by"].dump().find("baseline"), std::string::npos) << e;
+    } else {
+      ++graphs;
+      EXPECT_EQ(plan["prefill"], "graph");
+      EXPECT_EQ(plan["replays"], 1);
+      EXPECT_EQ(plan["replay_rows"], 32);
+    }
+    const fs::path one = dir / ("megaops-ttft-plan-" + tag + ".json");
+    std::ofstream(one) << plan.dump();
+    const Result b = run_cli("bench --plan " + one.string());
+    EXPECT_EQ(b.out.find(one.string() + ":"), std::string::npos) << b.out;  // not a plan error
+    fs::remove(one);
+  }
+  EXPECT_EQ(layers, 1);
+  EXPECT_GE(graphs, 7);
+  fs::remove(pool);
+}
+
 // bench-matmul checks its options before it looks for a GPU: each bad one is one error line
 // naming the option, exit status 1, on any machine.
 TEST(Cli, BenchMatmulBadOptions) {
@@ -229,6 +282,16 @@ TEST(Cli, PlanWithMissingProfile) {
 
 namespace {
 
+// `bench --prefill` names the two paths; anything else is one error line, before GPU work.
+TEST(Cli, BenchPrefillRejectsUnknownPath) {
+  const Result r = run_cli("bench --preset tiny-llama3 --prefill decode");
+  if (r.out.find("no CUDA support") != std::string::npos) GTEST_SKIP() << "CLI built without CUDA";
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("--prefill"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("expected layers or graph, found 'decode'"), std::string::npos) << r.out;
+}
+
 // `bench --plan` accepts only what an executor can run; anything else is one error line naming
 // the plan file and the field, before any GPU work.
 TEST(Cli, BenchPlanRejectsWhatNoExecutorRuns) {
@@ -255,6 +318,7 @@ TEST(Cli, BenchPlanRejectsWhatNoExecutorRuns) {
       {[](nlohmann::json& j) { j["regions"][0].erase("first_op"); }, "regions[0].first_op"},
       {[](nlohmann::json& j) { j["regions"][0]["first_layer"] = "x"; }, "regions[0].first_layer"},
       {[](nlohmann::json& j) { j["policy"] = "fixed_split"; }, "policy"},
+      {[](nlohmann::json& j) { j["prefill"] = "decode"; }, "prefill"},
       {[](nlohmann::json& j) { j.erase("model"); }, "model"},
   };
   for (const Case& c : cases) {
