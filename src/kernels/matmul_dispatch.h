@@ -81,6 +81,14 @@ constexpr int64_t MATMUL_DISPATCH_STREAM_K_MAX = 4096;
 // llama3.2-1b 1.084 / 0.956), and the 8B-class QKV / O without PDL (llama3.1-8b 4.71-4.73 ->
 // 4.77; qwen3-8b 5.003 -> 4.892, the two disagree). m = 2 is not measured.
 constexpr int64_t MATMUL_DISPATCH_BULK_QKVO_N_MAX = 4096;
+// And, at m = 1 with either PDL setting, the 0.6B-class gate_up (k <= 1024, n <= 8192: 6144 x
+// 1024), which otherwise runs on the small-m kernel. Measured (bench/results/2026-11-30-s12-call1,
+// one H200, two rounds alternated, `MEGAOPS_MATMUL_STREAM_SHAPES=6144x1024` against the default
+// dispatch, ms/token at batch 1): qwen3-0.6b overlap step 1.171-1.174 -> 1.108, conventional with
+// PDL 0.845-0.848 -> 0.838-0.840, without PDL level (1.066-1.073 vs 1.068-1.072). The 1B's gate_up
+// (16384 x 2048) on the same kernel lost (overlap 1.174-1.183 -> 1.198, PDL off 1.053
+// -> 1.086-1.090), so it stays on cuBLASLt.
+constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP_K_MAX = 1024;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_N_MAX = 2048;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_K_MAX = 8192;
 
@@ -91,6 +99,7 @@ constexpr MatmulPath matmul_dispatch_path(int64_t m, int64_t n, int64_t k, bool 
                                           bool bulk = true) {
   if (bulk && m == 1 && matmul_stream_fits(m, k) &&
       ((k <= MATMUL_DISPATCH_SMALL_K_MAX && n <= MATMUL_DISPATCH_BULK_QKVO_N_MAX) ||
+       (k <= MATMUL_DISPATCH_BULK_GATEUP_K_MAX && n <= MATMUL_DISPATCH_SMALL_N_MAX) ||
        (n <= MATMUL_DISPATCH_BULK_DOWN_N_MAX && k <= MATMUL_DISPATCH_BULK_DOWN_K_MAX)))
     return MatmulPath::Stream;
   if (m <= MATMUL_DISPATCH_SMALL_M_MAX && k <= MATMUL_DISPATCH_SMALL_K_MAX &&

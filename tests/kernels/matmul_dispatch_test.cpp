@@ -16,6 +16,7 @@ TEST(MatmulDispatch, SmallModelsStreamAtBatchOneWhereBulkCopiesRun) {
     EXPECT_EQ(matmul_dispatch_path(1, 4096, 1024, pdl), MatmulPath::Stream);  // qwen3-0.6b QKV
     EXPECT_EQ(matmul_dispatch_path(1, 1024, 2048, pdl), MatmulPath::Stream);  // its O
     EXPECT_EQ(matmul_dispatch_path(1, 1024, 3072, pdl), MatmulPath::Stream);  // its down
+    EXPECT_EQ(matmul_dispatch_path(1, 6144, 1024, pdl), MatmulPath::Stream);  // its gate_up
     // Batch 2 and up, and GPUs without bulk copies: the small-m kernel and cuBLASLt as before.
     for (int m : {2, 8}) {
       EXPECT_EQ(matmul_dispatch_path(m, 3072, 2048, pdl), MatmulPath::SmallM) << "m " << m;
@@ -24,6 +25,8 @@ TEST(MatmulDispatch, SmallModelsStreamAtBatchOneWhereBulkCopiesRun) {
     EXPECT_EQ(matmul_dispatch_path(1, 3072, 2048, pdl, false), MatmulPath::SmallM);
     EXPECT_EQ(matmul_dispatch_path(1, 1024, 2048, pdl, false), MatmulPath::SmallM);
     EXPECT_EQ(matmul_dispatch_path(1, 2048, 8192, pdl, false), MatmulPath::CublasLt);
+    EXPECT_EQ(matmul_dispatch_path(1, 6144, 1024, pdl, false), MatmulPath::SmallM);
+    EXPECT_EQ(matmul_dispatch_path(2, 6144, 1024, pdl), MatmulPath::SmallM);
   }
 }
 
@@ -51,8 +54,6 @@ TEST(MatmulDispatch, LongWeightStreamsStayOnCublasLt) {
       EXPECT_EQ(matmul_dispatch_path(1, 128256, 2048, pdl, bulk), MatmulPath::CublasLt);  // 1B's
       EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, pdl, bulk),
                 MatmulPath::CublasLt);  // 1B gate_up
-      EXPECT_EQ(matmul_dispatch_path(1, 6144, 1024, pdl, bulk),
-                MatmulPath::SmallM);  // 0.6B gate_up
       EXPECT_EQ(matmul_dispatch_path(32, 3072, 2048, pdl, bulk), MatmulPath::CublasLt);  // prefill
     }
   }
