@@ -7,6 +7,8 @@ call_t0=$(date +%s)
 left() { echo $(( $1 - ($(date +%s) - call_t0) )); }
 export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 O=/tmp/o
+# A lent machine may keep /tmp between sessions: start empty, so all.tgz holds this call only.
+rm -rf "$O"
 mkdir -p "$O"
 log() { echo "== $* ($(date +%T))" | tee -a "$O/run.log"; }
 call_finish() {
@@ -16,14 +18,14 @@ call_finish() {
 }
 # One `megaops bench` of build folder $2 (its megaops and GIT_SHA) into $O/$1.log and $O/$1.json,
 # within what is left of a $3-second call; its table rows and errors go to run.log. The rest are
-# bench's arguments, after prompt 32, 128 new tokens, 3 repeats. An environment for the run is
+# bench's arguments, after prompt 32, 128 new tokens, $BENCH_REPEATS (default 3) repeats. An environment for the run is
 # given as a prefix (VAR=value bench_rows ...), which bash exports to the commands inside.
 bench_rows() {
   local name=$1 bin=$2 budget=$3
   shift 3
   log "bench $name"
   MEGAOPS_GIT_SHA=$(cat "$bin/GIT_SHA") timeout "$(left "$budget")" "$bin/megaops" bench \
-    --prompt 32 --gen 128 --repeats 3 --json "$O/$name.json" "$@" >"$O/$name.log" 2>&1
+    --prompt 32 --gen 128 --repeats "${BENCH_REPEATS:-3}" --json "$O/$name.json" "$@" >"$O/$name.log" 2>&1
   grep -E " (off|on) +[0-9]|rror" "$O/$name.log" | tee -a "$O/run.log"
 }
 # A detached call (`start`, then `collect` issued at once: a lent machine goes back after 30 s

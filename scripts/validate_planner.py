@@ -95,10 +95,14 @@ def cmd_measure(args):
         pool = load_pool(args.pools, case)
         # One bench process per case: the model loads once and every candidate of the pool runs
         # on that executor; bench writes <out>/<case>_rank<r>.json, named after each plan file.
+        # A TTFT case times the prefill only: two new tokens (bench's least) and more repeats,
+        # since each is one prefill.
+        ttft = case["case"].rsplit("_", 1)[1] == "ttft"
+        gen = 2 if ttft else args.gen
+        repeats = max(args.repeats, 7) if ttft else args.repeats
         with tempfile.TemporaryDirectory() as plans:
             cmd = [args.megaops, "bench", "--pdl", "off", "--prompt", str(PROMPT_TOKENS),
-                   "--gen", str(args.gen),
-                   "--repeats", str(args.repeats), "--json", args.out]
+                   "--gen", str(gen), "--repeats", str(repeats), "--json", args.out]
             for entry in pool:
                 path = os.path.join(plans, f"{case['case']}_rank{entry['rank']}.json")
                 with open(path, "w") as plan_file:
