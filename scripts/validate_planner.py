@@ -180,7 +180,7 @@ def cmd_report(args):
                 m = measured_us(json.load(f), objective)
             entries.append({"rank": entry["rank"], "selected_by": entry["selected_by"],
                             "predicted_us": entry["plan"]["predicted_us"], "measured_us": m})
-            points.append((entry["plan"]["predicted_us"], m))
+            points.append((entry["plan"]["predicted_us"], m, objective))
         if len(entries) >= args.min_pool:
             cases[case["case"]] = score_case(entries, objective)
     summary = summarize(cases)
@@ -193,6 +193,19 @@ def cmd_report(args):
             s = summary[sel]
             lines.append(f"| {sel} | {s['cases']} | {100 * s['hit_rate']:.0f}% | "
                          f"{100 * s['worst_regret']:.2f}% |")
+    # The same per objective, when the run has more than one.
+    objectives = sorted({name.rsplit("_", 1)[1] for name in cases})
+    if len(objectives) > 1:
+        lines += ["", "| objective | selector | cases | pick = fastest | worst regret | median abs error |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for objective in objectives:
+            part = summarize({n: c for n, c in cases.items() if n.rsplit("_", 1)[1] == objective})
+            for sel in SELECTORS:
+                if sel in part:
+                    s = part[sel]
+                    lines.append(f"| {objective} | {sel} | {s['cases']} | {100 * s['hit_rate']:.0f}% | "
+                                 f"{100 * s['worst_regret']:.2f}% | "
+                                 f"{100 * part['median_abs_error']:.1f}% |")
     lines += ["", "| case | planner's pick (us) | measured fastest (us) | regret | within 1% |"
                   " additive pick regret |", "| --- | --- | --- | --- | --- | --- |"]
     for name, c in cases.items():
@@ -219,11 +232,20 @@ def cmd_report(args):
         except ImportError:
             print("matplotlib not installed: no plot", file=sys.stderr)
             return
-        xs, ys = zip(*points)
-        lim = [0, 1.05 * max(max(xs), max(ys))]
+        # Log axes: TTFT at batch 64 is ~100x a batch-1 step.
+        lo = 0.8 * min(min(p[0] for p in points), min(p[1] for p in points))
+        hi = 1.25 * max(max(p[0] for p in points), max(p[1] for p in points))
         plt.figure(figsize=(5, 5))
-        plt.scatter(xs, ys, s=12)
-        plt.plot(lim, lim, "k--", linewidth=0.8)
+        for objective in sorted({p[2] for p in points}):
+            xs = [p[0] for p in points if p[2] == objective]
+            ys = [p[1] for p in points if p[2] == objective]
+            plt.scatter(xs, ys, s=10, label=f"{objective} ({len(xs)})")
+        plt.plot([lo, hi], [lo, hi], "k--", linewidth=0.8)
+        plt.xscale("log")
+        plt.yscale("log")
+        plt.xlim(lo, hi)
+        plt.ylim(lo, hi)
+        plt.legend()
         plt.xlabel("predicted (us)")
         plt.ylabel("measured (us)")
         plt.title("cut planner: predicted vs measured")
