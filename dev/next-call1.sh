@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The next session's first device call (dev/README "Next GPU session" item 1), one H200, ~6 minutes.
+# The next session's first device call (dev/README "Next GPU session" items 1-2), one H200, ~8 minutes.
 # Carry .carry/pack.tar.xz with two builds:
 #   scripts/build_variant.sh main
 #   scripts/build_variant.sh chain dev/overlap-pdl-chain.patch
@@ -12,6 +12,9 @@
 #      main conventional PDL off / on and overlap at W = 1 and 3; chain overlap at W = 1 with
 #      MEGAOPS_OVERLAP_PDL_CHAIN=1. What must show: chain bit-equal (1) and, to land, faster than
 #      the overlap step at W = 1; issue 3 wants it >= 1.10x faster than conventional + PDL.
+#   3. perf-notes item 29 (~1 minute): llama3.1-8b batch 1 PDL off after graph prefills, in three
+#      fresh processes of one timed repeat each (is the first graph-prefill repeat of every process
+#      fast?).
 . dev/call_lib.sh
 mkdir -p .carry/x && tar xJf .carry/pack.tar.xz -C .carry/x
 X=.carry/x
@@ -29,5 +32,9 @@ for r in 1 2; do
     MEGAOPS_OVERLAP_PDL_CHAIN=1 bench_rows chain_${p}_r$r $X/chain 560 --preset $p --batch 1,8 \
       --backend overlap --overlap-streams 1
   done
+done
+for i in 1 2 3; do
+  BENCH_REPEATS=1 bench_rows graph_once${i}_llama3.1-8b $X/main 590 --preset llama3.1-8b --batch 1 \
+    --pdl off --prefill graph
 done
 call_finish
