@@ -624,12 +624,6 @@ struct ConventionalExecutor::Impl {
   // debug_sync), then its b sampled tokens into host_tokens; returns when they are there. Errors
   // go through the overlap or TP watchdog, so a hung wait is reported by name.
   void run_step(int b);
-  // Rows [c0, c0 + t) of a host vector into dst[0, t) on the executor's stream (asynchronous: the
-  // vector must outlive the copy, i.e. until the next synchronisation).
-  void upload_rows(int32_t* dst, const std::vector<int32_t>& src, int c0, int t) {
-    MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(dst, src.data() + c0, static_cast<size_t>(t) * 4,
-                                       cudaMemcpyHostToDevice, stream));
-  }
   // PrefillPath::Layers: the flattened prompts (ids, pos, slot of B sequences) through the
   // prefill kernels in chunks of prefill_chunk rows, then the LM head and sampler on each
   // sequence's last row. Leaves each sequence's first token in dec_tokens[b] and its logits in
@@ -1594,9 +1588,12 @@ void ConventionalExecutor::Impl::prefill_layers(const std::vector<int32_t>& ids,
   // Chunks of prefill_chunk rows; a sequence's last row is copied to lm_in[slot].
   for (int c0 = 0; c0 < total; c0 += opt.prefill_chunk) {
     const int t = std::min(opt.prefill_chunk, total - c0);
-    upload_rows(tok_ids, ids, c0, t);
-    upload_rows(tok_pos, pos, c0, t);
-    upload_rows(tok_slot, slot, c0, t);
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(tok_ids, ids.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(tok_pos, pos.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(tok_slot, slot.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
     run_layers(t, tok_ids, tok_pos, tok_slot, nullptr, /*decode=*/false, false);
     add_rmsnorm(delta, final_norm, normed, t, false, "final_norm");
     for (int i = c0; i < c0 + t; ++i) {
@@ -1658,10 +1655,14 @@ void ConventionalExecutor::Impl::prefill_via_decode_graph(const std::vector<int3
   const uint32_t step0 = 0;  // every replay samples as the layer path's prefill does: step 0
   for (int c0 = 0; c0 < total; c0 += opt.max_batch) {
     const int t = std::min(opt.max_batch, total - c0);
-    upload_rows(dec_tokens, ids, c0, t);
-    upload_rows(dec_pos, pos, c0, t);
-    upload_rows(dec_slots, slot, c0, t);
-    upload_rows(dec_ctx, ctx, c0, t);
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(dec_tokens, ids.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(dec_pos, pos.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(dec_slots, slot.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpyAsync(dec_ctx, ctx.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
     MEGAOPS_CUDA_CHECK(
         cudaMemcpyAsync(step, &step0, sizeof(step0), cudaMemcpyHostToDevice, stream));
     run_step(t);  // synchronises: the host vectors above may change after it
