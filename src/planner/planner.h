@@ -57,7 +57,8 @@ struct CostModel {
   double overlap_serial_op_us = 0;
   // Between two replays of a decode-graph prefill (the TTFT objective): the uploads of the rows'
   // tokens, positions, slots and lengths, the graph launch, the token read-back and a host
-  // synchronisation. An estimate until measured (dev/prefill-decode-graph.patch).
+  // synchronisation. An estimate, not fitted: with it round 5 of the validation
+  // (docs/planner-validation.md) predicted the graph prefills within -2% to +9% (+14% once).
   double prefill_replay_us = 30;
   bool overlap_supported = true;      // executor_supports for overlap regions
   bool fixed_split_supported = true;  // executor_supports for the fixed-split sharing policy
