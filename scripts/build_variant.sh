@@ -12,7 +12,11 @@ for p in "$@"; do
   [ -f "$p" ] || { echo "build_variant.sh: $p: no such patch" >&2; exit 1; }
 done
 root=$(pwd)
-wt=$(mktemp -d /tmp/megaops-variant-XXXXXX)
+# One fixed scratch path, so ccache (with its base_dir there) hits across variants: a variant
+# recompiles only what its patches touch. Variants are therefore built one at a time.
+wt=/tmp/megaops-variant
+git -C "$root" worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"
+git -C "$root" worktree prune
 trap 'git -C "$root" worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"' EXIT
 git worktree add --detach "$wt" HEAD >/dev/null
 for p in "$@"; do
@@ -20,7 +24,9 @@ for p in "$@"; do
   git -C "$wt" apply -3 "$root/$p" >/dev/null 2>&1 ||
     { echo "build_variant.sh: $p does not apply (three-way) on HEAD + the patches before it" >&2; exit 1; }
 done
-(cd "$wt" && BUILD_DIR=build scripts/build.sh >/dev/null)
+# Only the GPU machine's architecture (VARIANT_CUDA_ARCHS, default 90a): half the device code.
+(cd "$wt" && CCACHE_BASEDIR="$wt" CCACHE_NOHASHDIR=true BUILD_DIR=build \
+  scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES="${VARIANT_CUDA_ARCHS:-90a}" >/dev/null)
 mkdir -p ".carry/$name"
 cp "$wt/build/megaops" "$wt/build/megaops_gpu_tests" ".carry/$name/"
 sha=$(git -C "$wt" rev-parse --short HEAD)

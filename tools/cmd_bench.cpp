@@ -38,7 +38,7 @@ struct BenchOpts {
   std::string prefill = "layers";
   std::vector<std::string> plans;  // --plan, repeatable
   int prompt = 32, gen = 128, repeats = 3, overlap_streams = 3, overlap_vendor_chunks = 1;
-  bool overlap_v0 = false;
+  bool overlap_v0 = false, overlap_pdl_chain = false;
   uint64_t seed = 0;
   // The overlap step's regions (first op by executor name, serial or overlapped).
   struct Region {
@@ -113,6 +113,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
   if (any_graph_prefill) eo.max_batch = ttft_replays(max_batch * o.prompt).replay_rows;
   eo.max_seq = o.prompt + o.gen;
   eo.overlap_streams = o.overlap_streams;
+  eo.overlap_pdl_chain = o.overlap_pdl_chain;
   eo.overlap_conventional_arithmetic = !o.overlap_v0;
   eo.overlap_vendor_chunks = o.overlap_vendor_chunks;
   ConventionalExecutor ex(cfg, src.weights, eo,
@@ -221,6 +222,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
                           {"new_tokens", o.gen},
                           {"repeats", o.repeats},
                           {"overlap_streams", o.overlap_streams},
+                          {"overlap_pdl_chain", o.overlap_pdl_chain},
                           {"overlap_arithmetic", o.overlap_v0 ? "v0" : "conventional"},
                           {"overlap_vendor_chunks", o.overlap_vendor_chunks},
                           {"prefill_path", prefill_path_name(run_prefill)},
@@ -375,6 +377,9 @@ Runner add_bench(CLI::App& app) {
                  "the captured decode step, on the decode backend; TTFT of short prompts)");
   app.add_option("--overlap-streams", o->overlap_streams,
                  "W of the overlap backend: kernels live at once (1..8, default 3)");
+  app.add_flag("--overlap-pdl-chain", o->overlap_pdl_chain,
+               "overlap step at --overlap-streams 1 as a PDL chain: each own kernel launched "
+               "with PDL, waiting on its producer's tile counter");
   app.add_flag("--overlap-v0", o->overlap_v0,
                "overlap step of v0: every matmul on the small-m kernel, capped attention splits");
   app.add_option("--overlap-vendor-chunks", o->overlap_vendor_chunks,
@@ -390,6 +395,10 @@ Runner add_bench(CLI::App& app) {
   return [o]() -> int {
     for (const std::string& p : o->plans) apply_plan(*o, p);
     if (o->batches.empty()) o->batches = "1";
+    if (o->overlap_pdl_chain && o->overlap_streams != 1)
+      throw_input_error("--overlap-pdl-chain", "",
+                        "needs --overlap-streams 1 (one stream carries the chain), found " +
+                            std::to_string(o->overlap_streams));
 #ifdef MEGAOPS_HAVE_CUDA
     // A bad value is an error before any GPU work.
     const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");

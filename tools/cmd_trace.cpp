@@ -24,11 +24,13 @@ Runner add_trace(CLI::App& app) {
   struct Opts : ModelRunOptions {
     std::string out = "trace.json";
     int warmup = 8, streams = 3;
+    bool pdl_chain = false;
   };
   auto o = std::make_shared<Opts>();
   add_model_run_options(app, *o);
   app.add_option("--warmup", o->warmup, "decode steps before the traced one");
   app.add_option("--streams", o->streams, "overlap streams (W)");
+  app.add_flag("--pdl-chain", o->pdl_chain, "the overlap step as a PDL chain (needs --streams 1)");
   app.add_option("--out", o->out, "Chrome-trace JSON to write (default trace.json)");
   return [o]() -> int {
 #ifdef MEGAOPS_HAVE_CUDA
@@ -38,12 +40,17 @@ Runner add_trace(CLI::App& app) {
       throw_input_error("--warmup", "", "expected >= 0, found " + std::to_string(o->warmup));
     if (o->streams < 1 || o->streams > 8)
       throw_input_error("--streams", "", "expected 1..8, found " + std::to_string(o->streams));
+    if (o->pdl_chain && o->streams != 1)
+      throw_input_error(
+          "--pdl-chain", "",
+          "needs --streams 1 (one stream carries the chain), found " + std::to_string(o->streams));
     const ModelSource src = open_model_source(o->model, o->preset, o->seed);
     ExecutorOptions eo;
     eo.max_batch = o->batch;
     eo.max_seq = o->prompt + o->warmup + 2;
     eo.backend = DecodeBackend::Overlap;
     eo.overlap_streams = o->streams;
+    eo.overlap_pdl_chain = o->pdl_chain;
     eo.overlap_trace_capacity = 1u << 20;
     ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
       print_progress("loading " + src.name, d, t);

@@ -89,7 +89,8 @@ void choose_overlap_budgets(std::vector<BudgetOp>& ops, const std::vector<char>&
 }
 
 std::vector<OverlapSyncOp> overlap_sync_plan(const std::vector<BudgetOp>& ops,
-                                             const std::vector<char>& region_serial, int W) {
+                                             const std::vector<char>& region_serial, int W,
+                                             bool chain) {
   std::vector<OverlapSyncOp> out(ops.size());
   if (ops.empty()) return out;
   const size_t n = ops.size() - 1;
@@ -105,7 +106,8 @@ std::vector<OverlapSyncOp> overlap_sync_plan(const std::vector<BudgetOp>& ops,
         out[k].stream = out[k - 1].stream;
       else
         out[k].stream = static_cast<int>((k - begin) % w);
-      out[k].waits = k > begin && !ops[k - 1].stream_ordered && out[k].stream != out[k - 1].stream;
+      out[k].waits = k > begin && !ops[k - 1].stream_ordered &&
+                     (out[k].stream != out[k - 1].stream || (chain && !ops[k].stream_ordered));
     }
     begin = end;
   }

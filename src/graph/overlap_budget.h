@@ -77,13 +77,18 @@ bool overlap_window_holds(const std::vector<BudgetOp>& ops, const std::vector<ch
 // the join (stream -1) and neither waits nor signals. Counters of ops that do not signal would fall
 // behind the step while another plan or batch may wait on them, so step_advance brings every
 // counter to the step's target (runtime/step_state.cuh).
+// The PDL chain (`chain`, ExecutorOptions::overlap_pdl_chain, W = 1): op k also waits for op
+// k - 1 on the same stream, where both are own kernels (neither stream-ordered), because its
+// launch is programmatic (PDL) and the stream no longer orders it; the rules above still drop
+// the wait at a segment's first op and after a vendor op.
 struct OverlapSyncOp {
   int stream = 0;
   bool waits = false;
   bool signals = false;
 };
 std::vector<OverlapSyncOp> overlap_sync_plan(const std::vector<BudgetOp>& ops,
-                                             const std::vector<char>& region_serial, int W);
+                                             const std::vector<char>& region_serial, int W,
+                                             bool chain = false);
 
 // The cross-stream edges of the barrier between a segment, ops [prev_begin, prev_end) of `plan`,
 // and the next one, ops [prev_end, next_end): every stream that runs an op of the next segment

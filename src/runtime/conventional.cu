@@ -786,10 +786,14 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     op.footprint = [params, footprint](int cap, KernelFootprint* f) {
       return footprint(params, cap, f);
     };
-    op.launch = [params, launch](int cap, const TileSync& sync, cudaStream_t s) {
+    // Never PDL (ExecutorOptions), except in the PDL chain, and there only for an op that waits
+    // on its producer's counter: the others (after a vendor GEMM, a region's barrier or the fork)
+    // keep a plain launch, which starts after everything before it on the stream has completed.
+    const bool chain = opt.overlap_pdl_chain;
+    op.launch = [params, launch, chain](int cap, const TileSync& sync, cudaStream_t s) {
       auto q = params;
       q.sync = sync;
-      q.launch = LaunchOptions{s, false};  // never PDL: see ExecutorOptions
+      q.launch = LaunchOptions{s, chain && sync.wait_counter[0] != nullptr};
       return launch(q, cap);
     };
     ops.push_back(std::move(op));
@@ -1001,7 +1005,7 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
   }
   ::megaops::choose_overlap_budgets(b, ovl->region_serial, opt.overlap_streams, ovl->sms);
   const std::vector<OverlapSyncOp> sync =
-      overlap_sync_plan(b, ovl->region_serial, opt.overlap_streams);
+      overlap_sync_plan(b, ovl->region_serial, opt.overlap_streams, opt.overlap_pdl_chain);
   for (size_t k = 0; k < ops.size(); ++k) {
     ops[k].cap = b[k].cap;
     ops[k].ctas = b[k].ctas;
@@ -1154,6 +1158,10 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   if (opt.overlap_streams < 1 || opt.overlap_streams > 8)
     throw_input_error("executor", "overlap_streams",
                       "expected 1..8, found " + std::to_string(opt.overlap_streams));
+  if (s.opt.overlap_pdl_chain && s.opt.overlap_streams != 1)
+    throw_input_error("executor", "overlap_pdl_chain",
+                      "needs overlap_streams 1 (one stream carries the chain), found " +
+                          std::to_string(s.opt.overlap_streams));
   if (opt.overlap_vendor_chunks < 1 || opt.overlap_vendor_chunks > 64)
     throw_input_error("executor", "overlap_vendor_chunks",
                       "expected 1..64, found " + std::to_string(opt.overlap_vendor_chunks));

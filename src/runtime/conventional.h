@@ -31,7 +31,7 @@ class Checkpoint;
 //     on its producer's monotonic tile counter instead of a kernel boundary, all matmuls on the
 //     small-m kernel, CTA budgets so that the kernels that can be live together fit on the GPU.
 //     PDL is ignored (never set on overlap launches: it would let more than overlap_streams
-//     kernels be live and void the budgets).
+//     kernels be live and void the budgets), except in the PDL chain (overlap_pdl_chain).
 enum class DecodeBackend { Conventional, Overlap };
 
 const char* backend_name(DecodeBackend b);
@@ -104,6 +104,15 @@ struct ExecutorOptions {
     bool serial = false;
   };
   std::vector<OverlapRegion> overlap_regions;
+  // The PDL chain (overlap_streams 1 only; `--overlap-pdl-chain`): every own kernel of
+  // the overlap step is launched with PDL on the one stream, so kernel k + 1's CTAs are scheduled
+  // once every CTA of kernel k has called pdl_launch_dependents (after its own wait), and then wait
+  // on k's tile counter instead of on k's grid completion (griddepcontrol.wait). No budget is
+  // needed: a kernel is scheduled only after all CTAs of every kernel before it were, so a waiting
+  // CTA's producers are resident or done (docs/overlap-design.md, What comes next, item 9). Ops
+  // that wait on no counter (after a vendor GEMM, a barrier or the fork) and vendor GEMMs keep
+  // plain launches: they start once everything before them on the stream has completed.
+  bool overlap_pdl_chain = false;
   // Test knobs (defaults off). Reverse: issue the streams' ops last stream first (consumers before
   // their producers; each stream's own order is kept, which stream semantics require). Delay: a
   // random delay in [0, max] ns before every signal, per (seed, op, CTA, step). Drop: the named op

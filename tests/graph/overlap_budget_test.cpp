@@ -209,6 +209,27 @@ TEST(OverlapSyncPlan, WaitsOnlyWhereNothingElseOrders) {
   EXPECT_TRUE(p[4].signals);
 }
 
+// The PDL chain at W = 1: one stream, and still a wait (with its producer's signal) between two own
+// kernels, because the consumer's launch is programmatic and the stream no longer orders it; none
+// at the segment's first op, none for a stream-ordered vendor op, none after it.
+TEST(OverlapSyncPlan, PdlChainWaitsBetweenOwnKernelsOnOneStream) {
+  std::vector<BudgetOp> ops(7, cappable(3, 8));
+  ops.push_back(step_advance());
+  ops[3] = fixed(1, 1, /*opaque=*/true);
+  ops[3].stream_ordered = true;
+  choose_overlap_budgets(ops, {0}, 1, SMS);
+  const std::vector<OverlapSyncOp> p = overlap_sync_plan(ops, {0}, 1, /*chain=*/true);
+  for (size_t k = 0; k < 7; ++k) EXPECT_EQ(p[k].stream, 0) << k;
+  const bool waits[7] = {false, true, true, false, false, true, true};
+  for (size_t k = 0; k < 7; ++k) {
+    EXPECT_EQ(p[k].waits, waits[k]) << k;
+    EXPECT_EQ(p[k].signals, k + 1 < 7 && waits[k + 1]) << k;
+  }
+  EXPECT_FALSE(p[7].waits);
+  // Without the chain the same step has no wait at all (stream order).
+  for (const OverlapSyncOp& o : overlap_sync_plan(ops, {0}, 1)) EXPECT_FALSE(o.waits);
+}
+
 // On random steps: every consecutive pair is ordered (a wait, one stream, or a barrier), every
 // wait has a signal to wait for, no signal goes unread, and within a segment op k stays behind
 // op k - W on its stream (what the budget windows assume).

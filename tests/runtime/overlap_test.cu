@@ -338,6 +338,48 @@ TEST(Overlap, ConsumerFirstIssueOrder) {
   }
 }
 
+// The PDL chain (ExecutorOptions::overlap_pdl_chain): every own kernel launched with PDL on the
+// one stream, each waiting on its producer's counter instead of its grid's completion. Bit-equal
+// to the conventional step, eagerly and captured, with random producer delays (a consumer whose
+// CTAs start early must still wait), at batch 3 (small-m / streaming matmuls) and 12 (cuBLASLt,
+// stream-ordered, the op after it waiting for its completion); and rejected with W > 1.
+TEST(Overlap, PdlChainMatchesConventional) {
+  MEGAOPS_REQUIRE_GPU();
+  const uint64_t seed = testing::test_seed();
+  for (const char* preset : {"tiny-llama3", "tiny-qwen3"})
+    for (int batch : {1, 3, 12}) {
+      const ModelConfig cfg = preset_config(preset);
+      std::vector<int> lens(batch);
+      for (int i = 0; i < batch; ++i) lens[i] = 2 + (5 * i + 1) % 9;
+      const auto prompts = random_prompts(lens, cfg.vocab_size, seed);
+      ConventionalExecutor conv(cfg, random_filler(seed),
+                                options(batch, 64, DecodeBackend::Conventional));
+      const Trace ref = run_steps(conv, prompts, 16, true);
+      for (bool debug : {false, true})
+        for (uint32_t delay : {0u, 20000u}) {
+          ExecutorOptions o = options(batch, 64, DecodeBackend::Overlap);
+          o.overlap_streams = 1;
+          o.overlap_pdl_chain = true;
+          o.debug_sync = debug;
+          ConventionalExecutor chain(cfg, random_filler(seed), o);
+          if (delay > 0) chain.set_overlap_delay(delay, seed ^ 0xc4a1ull);
+          expect_same(ref, run_steps(chain, prompts, 16, true),
+                      std::string(preset) + " batch " + std::to_string(batch) + " debug " +
+                          std::to_string(debug) + " delay " + std::to_string(delay),
+                      true);
+        }
+    }
+  ExecutorOptions bad = options(1, 32, DecodeBackend::Overlap);
+  bad.overlap_streams = 2;
+  bad.overlap_pdl_chain = true;
+  try {
+    ConventionalExecutor ex(preset_config("tiny-llama3"), random_filler(1), bad);
+    FAIL() << "overlap_pdl_chain with overlap_streams 2 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("overlap_pdl_chain"), std::string::npos) << e.what();
+  }
+}
+
 // (e) random producer delays, fresh seed per trial, forward and reverse issue order: 1,000 trials,
 // a quarter each on tiny-qwen3 batch 2 (small-m matmuls) and tiny-llama3 batch 12 (cuBLASLt
 // matmuls behind gates, whose signal kernels take the delays).
@@ -370,11 +412,17 @@ TEST(Overlap, RandomDelays) {
 
 // Runs in the death test's child: lm_head never signals, so the sampler (the only op left live)
 // must trip the watchdog; exits 3 with the message on stderr.
-[[noreturn]] void run_dropped_signal() {
+// chain: the PDL chain at W = 1 (ExecutorOptions::overlap_pdl_chain), where the sampler waits on
+// the LM head's counter although both are on one stream.
+[[noreturn]] void run_dropped_signal(bool chain = false) {
   try {
     const ModelConfig cfg = preset_config("tiny-llama3");
     ExecutorOptions o = options(1, 32, DecodeBackend::Overlap);
     o.overlap_watchdog_ms = 500;
+    if (chain) {
+      o.overlap_streams = 1;
+      o.overlap_pdl_chain = true;
+    }
     o.overlap_drop_signal_op = "lm_head";
     ConventionalExecutor ex(cfg, random_filler(1), o);
     ex.prefill({{1, 2, 3}});
@@ -399,6 +447,15 @@ TEST(OverlapDeathTest, WatchdogNamesWaitingOp) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 5.0);
+}
+
+// The PDL chain keeps real waits on one stream: the same lost signal is caught by the watchdog
+// (at W = 1 without the chain the LM head signals nothing, and dropping it is an InputError).
+TEST(OverlapDeathTest, PdlChainWatchdogNamesWaitingOp) {
+  MEGAOPS_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(run_dropped_signal(true), ::testing::ExitedWithCode(3),
+              "watchdog: op 'sample' tile 0 waited for count >= ");
 }
 
 // (h) Soak, run by `gpu_run.sh soak` (skipped unless MEGAOPS_SOAK_SECONDS is set): the overlap and

@@ -292,6 +292,16 @@ TEST(Cli, BenchPrefillRejectsUnknownPath) {
   EXPECT_NE(r.out.find("expected layers or graph, found 'decode'"), std::string::npos) << r.out;
 }
 
+// `bench --overlap-pdl-chain` needs one stream: one error line naming the flag, on any machine.
+TEST(Cli, BenchPdlChainNeedsOneStream) {
+  const Result r = run_cli("bench --preset tiny-llama3 --backend overlap --overlap-pdl-chain");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("--overlap-pdl-chain"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("needs --overlap-streams 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("found 3"), std::string::npos) << r.out;
+}
+
 // `bench --plan` accepts only what an executor can run; anything else is one error line naming
 // the plan file and the field, before any GPU work.
 TEST(Cli, BenchPlanRejectsWhatNoExecutorRuns) {
