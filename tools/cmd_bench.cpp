@@ -11,9 +11,11 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/run_options.h"
 #include "io/text_file.h"
 #include "models/checkpoint.h"
 #include "tp_launch.h"
@@ -50,7 +52,7 @@ struct BenchOpts {
     std::string path;
     std::vector<Region> regions;
     std::string backend = "conventional";
-    std::string prefill;  // a TTFT plan's "layers" or "graph"; empty: --prefill
+    std::optional<PrefillPath> prefill;  // a TTFT plan's; none: --prefill
     double predicted_us = -1;
   };
   std::vector<Plan> plan_runs;
@@ -109,7 +111,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
   const bool any_graph_prefill =
       prefill_path == PrefillPath::DecodeGraph ||
       std::any_of(o.plan_runs.begin(), o.plan_runs.end(),
-                  [](const BenchOpts::Plan& p) { return p.prefill == "graph"; });
+                  [](const BenchOpts::Plan& p) { return p.prefill == PrefillPath::DecodeGraph; });
   if (any_graph_prefill) eo.max_batch = ttft_replays(max_batch * o.prompt).replay_rows;
   eo.max_seq = o.prompt + o.gen;
   eo.overlap_streams = o.overlap_streams;
@@ -123,7 +125,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
   // Without --plan one run of the command line's backend; with plans one run each, on this one
   // executor (the weights load once; the regions and backend change between runs).
   std::vector<BenchOpts::Plan> runs = o.plan_runs;
-  if (runs.empty()) runs.push_back({"", {}, o.backend, "", -1});
+  if (runs.empty()) runs.push_back({"", {}, o.backend, std::nullopt, -1});
   // Conventional runs first, then those that use the overlap executor, and within a run the
   // conventional rows of every batch before any overlap row: setting up the overlap executor asks
   // every kernel it preloads for the shared-memory carveout (DESIGN rule 1), a process-wide
@@ -140,8 +142,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
     std::vector<ExecutorOptions::OverlapRegion> regions;
     for (const BenchOpts::Region& r : plan.regions) regions.push_back({r.first_op, r.serial});
     ex.set_overlap_regions(regions);
-    const PrefillPath run_prefill =
-        plan.prefill.empty() ? prefill_path : parse_prefill_path(plan.prefill, "prefill");
+    const PrefillPath run_prefill = plan.prefill.value_or(prefill_path);
     ex.set_prefill_path(run_prefill);
     // Rows: every PDL mode for the conventional backend; one row (PDL off, which the overlap
     // step ignores anyway) for the overlap backend. The default output (conventional only) keeps
@@ -294,14 +295,13 @@ static void apply_plan(BenchOpts& o, const std::string& path) {
     throw_input_error(path, "regions", "expected a non-empty array");
   // A TTFT plan's prefill path: "graph" replays the prompt rows through the decode step, whose
   // regions (overlap ones included) the plan gives; "layers" runs the prefill kernels.
-  std::string prefill;
+  std::optional<PrefillPath> prefill;
   if (j.contains("prefill")) {
-    if (!j["prefill"].is_string() || (j["prefill"] != "layers" && j["prefill"] != "graph"))
-      throw_input_error(path, "prefill",
-                        "expected \"layers\" or \"graph\", found " + j["prefill"].dump());
-    prefill = j["prefill"].get<std::string>();
+    const nlohmann::json& p = j["prefill"];
+    prefill = parse_prefill_path(p.is_string() ? p.get<std::string>() : p.dump(), path, "prefill");
   }
-  const bool decode = !j.contains("objective") || j["objective"] == "step" || prefill == "graph";
+  const bool decode =
+      !j.contains("objective") || j["objective"] == "step" || prefill == PrefillPath::DecodeGraph;
   bool any_overlap = false;
   std::vector<BenchOpts::Region> parsed;
   for (size_t i = 0; i < regions.size(); ++i) {
@@ -399,9 +399,9 @@ Runner add_bench(CLI::App& app) {
       throw_input_error("--overlap-pdl-chain", "",
                         "needs --overlap-streams 1 (one stream carries the chain), found " +
                             std::to_string(o->overlap_streams));
+    // A bad value is an error before any GPU work, on any build.
+    [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
 #ifdef MEGAOPS_HAVE_CUDA
-    // A bad value is an error before any GPU work.
-    const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
     if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");
     TpRanks ranks(o->tp);  // --tp N: starts ranks 1..N-1 here, or joins a job
     const int status = run(*o, prefill_path);

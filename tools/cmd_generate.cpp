@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/run_options.h"
 #include "models/checkpoint.h"
 #include "models/tensor_parallel.h"
 #include "reference/model.h"
@@ -64,13 +65,14 @@ int run_cpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
 }
 
 #ifdef MEGAOPS_HAVE_CUDA
-int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int>& prompt) {
+int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int>& prompt,
+            PrefillPath prefill_path) {
   ExecutorOptions eo;
   eo.max_batch = 1;
   eo.max_seq = static_cast<int>(prompt.size()) + o.max_new_tokens;
   eo.pdl = o.pdl;
   eo.backend = parse_backend(o.backend, "--backend");
-  eo.prefill_path = parse_prefill_path(o.prefill, "--prefill");
+  eo.prefill_path = prefill_path;
   // The graph prefill replays at most max_batch rows: the whole prompt in one replay if it fits.
   if (eo.prefill_path == PrefillPath::DecodeGraph)
     eo.max_batch = ttft_replays(static_cast<int>(prompt.size())).replay_rows;
@@ -128,6 +130,8 @@ Runner add_generate(CLI::App& app) {
           "--max-new-tokens", "",
           "prompt + new tokens = " + std::to_string(max_seq) + " exceeds max_position_embeddings " +
               std::to_string(ckpt.config().max_position_embeddings) + " of " + o->model);
+    // The GPU's option, checked with --cpu and on builds without CUDA too.
+    [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
     validate_tp_options(o->tp);
     if (o->tp.tp != 1) {
       // A split that does not divide the model fails here, before any rank starts.
@@ -138,10 +142,9 @@ Runner add_generate(CLI::App& app) {
       }
     }
 #ifdef MEGAOPS_HAVE_CUDA
-    parse_prefill_path(o->prefill, "--prefill");  // a bad value is an error with --cpu too
     if (!o->cpu && gpu_available()) {
       TpRanks ranks(o->tp);  // --tp N: starts ranks 1..N-1 here, or joins a job
-      const int status = run_gpu(*o, ckpt, prompt);
+      const int status = run_gpu(*o, ckpt, prompt, prefill_path);
       ranks.join();
       return status;
     }

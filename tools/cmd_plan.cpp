@@ -42,16 +42,19 @@ void write_dump(const Opts& o, const OpGraph& g, const Candidate& c) {
   std::fprintf(stderr, "plan: wrote %s.regions.%s\n", prefix.c_str(), o.dump.c_str());
 }
 
-// The pool the validation protocol measures end to end: the `size` best runnable candidates,
-// always with both simpler selectors' picks and the baseline, each entry saying which selectors
-// picked it. `json_of(i)` is candidate i's plan.
-template <typename JsonOf>
-void write_pool(const std::string& path, int size, int n, const std::vector<char>& runnable,
-                int pick, int additive_pick, int no_overlap_pick, int baseline_rank,
-                JsonOf&& json_of) {
+// --pool: the pool the validation protocol measures end to end: the --pool best runnable of the
+// n ranked candidates, always with both simpler selectors' picks and the baseline, each entry
+// saying which selectors picked it, into --pool-out. `runnable(i)` says whether the executors run
+// candidate i, `json_of(i)` is its plan.
+template <typename RunnableOf, typename JsonOf>
+void write_pool(const Opts& o, int n, RunnableOf&& runnable, int pick, int additive_pick,
+                int no_overlap_pick, int baseline_rank, JsonOf&& json_of) {
+  if (o.pool_out.empty()) throw_input_error("--pool-out", "", "needed with --pool");
+  const std::string& path = o.pool_out;
+  const int size = o.pool;
   std::vector<int> ids;
   auto add_id = [&](int i) {
-    if (i >= 0 && runnable[i] && std::find(ids.begin(), ids.end(), i) == ids.end())
+    if (i >= 0 && runnable(i) && std::find(ids.begin(), ids.end(), i) == ids.end())
       ids.push_back(i);
   };
   for (int i = 0; i < n && static_cast<int>(ids.size()) < size; ++i) add_id(i);
@@ -155,13 +158,10 @@ int run_ttft(const Opts& o, const ModelConfig& cfg, const std::string& name, con
     return j;
   };
   if (!o.out.empty()) write_file_text(o.out, json_of(t.pick).dump(1));
-  if (o.pool > 0) {
-    if (o.pool_out.empty()) throw_input_error("--pool-out", "", "needed with --pool");
-    std::vector<char> runnable(n);
-    for (int i = 0; i < n; ++i) runnable[i] = t.ranked[i].executor_supports;
-    write_pool(o.pool_out, o.pool, n, runnable, t.pick, t.additive_pick, t.no_overlap_pick,
-               t.baseline_rank, json_of);
-  }
+  if (o.pool > 0)
+    write_pool(
+        o, n, [&](int i) { return t.ranked[i].executor_supports; }, t.pick, t.additive_pick,
+        t.no_overlap_pick, t.baseline_rank, json_of);
   if (!o.dump.empty()) {
     const int si = t.ranked[t.pick].step_index;
     write_dump(o, g, step.ranked[si < 0 ? step.baseline_rank : si]);
@@ -287,14 +287,12 @@ Runner add_plan(CLI::App& app) {
         r.pick + 1, best.label.c_str(), best.predicted_us, r.additive_pick + 1,
         r.no_overlap_pick + 1);
     if (!o->out.empty()) write_file_text(o->out, plan_json(r, g, r.pick));
-    if (o->pool > 0) {
-      if (o->pool_out.empty()) throw_input_error("--pool-out", "", "needed with --pool");
-      const int n = static_cast<int>(r.ranked.size());
-      std::vector<char> runnable(n);
-      for (int i = 0; i < n; ++i) runnable[i] = r.ranked[i].executor_supports;
-      write_pool(o->pool_out, o->pool, n, runnable, r.pick, r.additive_pick, r.no_overlap_pick,
-                 r.baseline_rank, [&](int i) { return nlohmann::json::parse(plan_json(r, g, i)); });
-    }
+    if (o->pool > 0)
+      write_pool(
+          *o, static_cast<int>(r.ranked.size()),
+          [&](int i) { return r.ranked[i].executor_supports; }, r.pick, r.additive_pick,
+          r.no_overlap_pick, r.baseline_rank,
+          [&](int i) { return nlohmann::json::parse(plan_json(r, g, i)); });
     if (!o->dump.empty()) write_dump(*o, g, best);
     return 0;
   };

@@ -67,42 +67,6 @@ struct LayerWeights {
   bf16* v_cache = nullptr;
 };
 
-// The value named `text` among `choices`, or an InputError naming `option`, every accepted name
-// and what was found.
-template <typename E, size_t N>
-E parse_choice(const std::string& text, const std::string& option,
-               const std::pair<const char*, E> (&choices)[N]) {
-  std::string names;
-  for (const auto& [name, value] : choices) {
-    if (text == name) return value;
-    names += (names.empty() ? "" : " or ") + std::string(name);
-  }
-  throw_input_error(option, "", "expected " + names + ", found '" + text + "'");
-}
-
-}  // namespace
-
-const char* backend_name(DecodeBackend b) {
-  return b == DecodeBackend::Overlap ? "overlap" : "conventional";
-}
-
-DecodeBackend parse_backend(const std::string& text, const std::string& option) {
-  return parse_choice<DecodeBackend>(
-      text, option,
-      {{"conventional", DecodeBackend::Conventional}, {"overlap", DecodeBackend::Overlap}});
-}
-
-const char* prefill_path_name(PrefillPath p) {
-  return p == PrefillPath::DecodeGraph ? "graph" : "layers";
-}
-
-PrefillPath parse_prefill_path(const std::string& text, const std::string& option) {
-  return parse_choice<PrefillPath>(
-      text, option, {{"layers", PrefillPath::Layers}, {"graph", PrefillPath::DecodeGraph}});
-}
-
-namespace {
-
 // Per-layer activations of the overlap step: one output buffer per op instance
 // (docs/overlap-design.md decision 2), sized for max_batch rows.
 struct OverlapLayer {
@@ -624,6 +588,12 @@ struct ConventionalExecutor::Impl {
   // debug_sync), then its b sampled tokens into host_tokens; returns when they are there. Errors
   // go through the overlap or TP watchdog, so a hung wait is reported by name.
   void run_step(int b);
+  // Rows [c0, c0 + t) of a host vector into dst[0, t) on the executor's stream (asynchronous: the
+  // vector must outlive the copy, i.e. until the next synchronisation).
+  void upload_rows(int32_t* dst, const std::vector<int32_t>& src, int c0, int t) {
+    MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(dst, src.data() + c0, static_cast<size_t>(t) * 4,
+                                       cudaMemcpyHostToDevice, stream));
+  }
   // PrefillPath::Layers: the flattened prompts (ids, pos, slot of B sequences) through the
   // prefill kernels in chunks of prefill_chunk rows, then the LM head and sampler on each
   // sequence's last row. Leaves each sequence's first token in dec_tokens[b] and its logits in
@@ -1596,12 +1566,9 @@ void ConventionalExecutor::Impl::prefill_layers(const std::vector<int32_t>& ids,
   // Chunks of prefill_chunk rows; a sequence's last row is copied to lm_in[slot].
   for (int c0 = 0; c0 < total; c0 += opt.prefill_chunk) {
     const int t = std::min(opt.prefill_chunk, total - c0);
-    MEGAOPS_CUDA_CHECK(
-        cudaMemcpyAsync(tok_ids, ids.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
-    MEGAOPS_CUDA_CHECK(
-        cudaMemcpyAsync(tok_pos, pos.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
-    MEGAOPS_CUDA_CHECK(
-        cudaMemcpyAsync(tok_slot, slot.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    upload_rows(tok_ids, ids, c0, t);
+    upload_rows(tok_pos, pos, c0, t);
+    upload_rows(tok_slot, slot, c0, t);
     run_layers(t, tok_ids, tok_pos, tok_slot, nullptr, /*decode=*/false, false);
     add_rmsnorm(delta, final_norm, normed, t, false, "final_norm");
     for (int i = c0; i < c0 + t; ++i) {
@@ -1620,33 +1587,25 @@ void ConventionalExecutor::Impl::prefill_layers(const std::vector<int32_t>& ids,
 }
 
 void ConventionalExecutor::Impl::run_step(int b) {
-  if (opt.backend == DecodeBackend::Overlap) {
-    // Every status goes through the watchdog: after a trap the context is dead and any call may
-    // fail first; a tripped record names the op and tile that hung instead of the bare error.
-    if (opt.debug_sync) {
-      // Eager on the W streams, then one synchronisation: per-op synchronisation would wait for
-      // a consumer whose producer may not be issued yet (reverse issue order).
-      record_overlap_step(b);
-    } else {
-      overlap_check(cudaGraphLaunch(graph_for(b, opt.pdl), stream));
-    }
-    overlap_check(cudaMemcpyAsync(host_tokens, dec_tokens, b * 4, cudaMemcpyDeviceToHost, stream));
-    overlap_check(cudaStreamSynchronize(stream));
-  } else {
-    // Under TpReduce::Peer a hung wait traps; its watchdog record names the site.
-    auto checked = [this](cudaError_t err) {
-      if (err == cudaSuccess) return;
-      if (peer) peer->watchdog->check(err, peer->site_names);
-      MEGAOPS_CUDA_CHECK(err);
-    };
-    if (opt.debug_sync) {
-      record_decode_step(b, opt.pdl);  // eager, checked op by op
-    } else {
-      checked(cudaGraphLaunch(graph_for(b, opt.pdl), stream));
-    }
-    checked(cudaMemcpyAsync(host_tokens, dec_tokens, b * 4, cudaMemcpyDeviceToHost, stream));
-    checked(cudaStreamSynchronize(stream));
-  }
+  // Every status goes through the backend's watchdog. Overlap: after a trap the context is dead
+  // and any call may fail first; a tripped record names the op and tile that hung instead of the
+  // bare error. Conventional under TpReduce::Peer: a hung wait traps, its record names the site.
+  auto checked = [this](cudaError_t err) {
+    if (err == cudaSuccess) return;
+    if (opt.backend == DecodeBackend::Overlap) overlap_check(err);  // throws
+    if (peer) peer->watchdog->check(err, peer->site_names);
+    MEGAOPS_CUDA_CHECK(err);
+  };
+  if (!opt.debug_sync)
+    checked(cudaGraphLaunch(graph_for(b, opt.pdl), stream));
+  else if (opt.backend == DecodeBackend::Overlap)
+    // Eager on the W streams, then one synchronisation: per-op synchronisation would wait for a
+    // consumer whose producer may not be issued yet (reverse issue order).
+    record_overlap_step(b);
+  else
+    record_decode_step(b, opt.pdl);  // eager, checked op by op
+  checked(cudaMemcpyAsync(host_tokens, dec_tokens, b * 4, cudaMemcpyDeviceToHost, stream));
+  checked(cudaStreamSynchronize(stream));
 }
 
 void ConventionalExecutor::Impl::prefill_via_decode_graph(const std::vector<int32_t>& ids,
@@ -1663,14 +1622,10 @@ void ConventionalExecutor::Impl::prefill_via_decode_graph(const std::vector<int3
   const uint32_t step0 = 0;  // every replay samples as the layer path's prefill does: step 0
   for (int c0 = 0; c0 < total; c0 += opt.max_batch) {
     const int t = std::min(opt.max_batch, total - c0);
-    MEGAOPS_CUDA_CHECK(
-        cudaMemcpyAsync(dec_tokens, ids.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
-    MEGAOPS_CUDA_CHECK(
-        cudaMemcpyAsync(dec_pos, pos.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
-    MEGAOPS_CUDA_CHECK(
-        cudaMemcpyAsync(dec_slots, slot.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
-    MEGAOPS_CUDA_CHECK(
-        cudaMemcpyAsync(dec_ctx, ctx.data() + c0, t * 4, cudaMemcpyHostToDevice, stream));
+    upload_rows(dec_tokens, ids, c0, t);
+    upload_rows(dec_pos, pos, c0, t);
+    upload_rows(dec_slots, slot, c0, t);
+    upload_rows(dec_ctx, ctx, c0, t);
     MEGAOPS_CUDA_CHECK(
         cudaMemcpyAsync(step, &step0, sizeof(step0), cudaMemcpyHostToDevice, stream));
     run_step(t);  // synchronises: the host vectors above may change after it

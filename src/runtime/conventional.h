@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/run_options.h"
 #include "io/chrome_trace.h"
 #include "models/model_config.h"
 #include "reference/ops.h"
@@ -24,36 +25,7 @@ namespace megaops {
 
 class Checkpoint;
 
-// How decode steps run. Prefill runs on the prefill kernels unless ExecutorOptions::prefill_path
-// sends it through the decode step (and so through this backend).
-//   Conventional: one stream, one kernel after the other (optionally with PDL).
-//   Overlap: docs/overlap-design.md. Ops round-robin on overlap_streams streams, each op waiting
-//     on its producer's monotonic tile counter instead of a kernel boundary, all matmuls on the
-//     small-m kernel, CTA budgets so that the kernels that can be live together fit on the GPU.
-//     PDL is ignored (never set on overlap launches: it would let more than overlap_streams
-//     kernels be live and void the budgets), except in the PDL chain (overlap_pdl_chain).
-enum class DecodeBackend { Conventional, Overlap };
-
-const char* backend_name(DecodeBackend b);
-// "conventional" or "overlap"; throws InputError naming `option` otherwise.
-DecodeBackend parse_backend(const std::string& text, const std::string& option);
-
 enum class TpReduce { Nccl, Peer };
-
-// How prefill runs the prompts (ExecutorOptions::prefill_path).
-//   Layers: every prompt token through the prefill kernels (cuBLASLt GEMMs, causal prefill
-//     attention), prefill_chunk tokens at a time, launched eagerly.
-//   DecodeGraph: the prompt tokens as the rows of decode steps, at most max_batch rows per replay
-//     of the captured step (the decode backend's, with its PDL setting and plan). A row carries
-//     its sequence's slot, its position and a context of position + 1, so the step writes every
-//     row's K / V into the cache before its decode attention reads keys [0, position]: the causal
-//     prefill. One replay instead of ~10 eager launches a layer gets a short prompt its first
-//     token sooner; each replay reads all the weights, so many replays lose to Layers.
-enum class PrefillPath { Layers, DecodeGraph };
-
-const char* prefill_path_name(PrefillPath p);
-// "layers" or "graph"; throws InputError naming `option` otherwise.
-PrefillPath parse_prefill_path(const std::string& text, const std::string& option);
 
 struct ExecutorOptions {
   int max_batch = 1;         // sequences decoded together (1..64)
