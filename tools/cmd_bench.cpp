@@ -40,7 +40,7 @@ struct BenchOpts {
   std::string prefill = "layers";
   std::vector<std::string> plans;  // --plan, repeatable
   int prompt = 32, gen = 128, repeats = 3, overlap_streams = 3, overlap_vendor_chunks = 1;
-  bool overlap_v0 = false, overlap_pdl_chain = false;
+  bool overlap_v0 = false, overlap_pdl_chain = false, step_times = false;
   uint64_t seed = 0;
   // The overlap step's regions (first op by executor name, serial or overlapped).
   struct Region {
@@ -166,18 +166,27 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
         ex.set_backend(backend);
         ex.set_pdl(pdl);
         std::vector<double> step_ms, ttft_ms;
+        std::vector<std::vector<double>> each_step_ms;  // --step-times: every timed repeat's steps
         double gbps_sum = 0;
         for (int r = 0; r <= o.repeats && !g_interrupted; ++r) {  // r == 0 warms up and captures
           const auto t0 = std::chrono::steady_clock::now();
           ex.prefill(prompts);
           const auto t1 = std::chrono::steady_clock::now();
           size_t kv_bytes = 0;
+          std::vector<double> steps;
+          auto prev = t1;
           for (int g = 1; g < o.gen; ++g) {
             kv_bytes += ex.kv_bytes_read();
-            ex.decode_step();
+            ex.decode_step();  // returns with the step's tokens on the host
+            if (o.step_times) {
+              const auto now = std::chrono::steady_clock::now();
+              steps.push_back(std::chrono::duration<double, std::milli>(now - prev).count());
+              prev = now;
+            }
           }
           const auto t2 = std::chrono::steady_clock::now();
           if (r == 0) continue;
+          if (o.step_times) each_step_ms.push_back(std::move(steps));
           const double dec_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
           const double per_step = dec_ms / (o.gen - 1);
           step_ms.push_back(per_step);
@@ -210,6 +219,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
                         {"ttft_ms_median", median(ttft_ms)},
                         {"achieved_gbps", gbps},
                         {"pct_of_hbm_read_ceiling", 100.0 * gbps / ceiling_gbps}});
+        if (o.step_times) rows.back()["step_ms"] = each_step_ms;
       }
     }
     if (lead && !o.json_out.empty()) {
@@ -384,6 +394,8 @@ Runner add_bench(CLI::App& app) {
                "overlap step of v0: every matmul on the small-m kernel, capped attention splits");
   app.add_option("--overlap-vendor-chunks", o->overlap_vendor_chunks,
                  "launches per cuBLASLt matmul of the overlap step, along N (default 1)");
+  app.add_flag("--step-times", o->step_times,
+               "also write every decode step's wall time (ms, each timed repeat) to the JSON");
   app.add_option("--seed", o->seed, "seed of the random weights and prompts");
   app.add_option("--json", o->json_out, "write results as JSON here");
   app.add_option("--git-sha", o->git_sha, "recorded in the JSON (default $MEGAOPS_GIT_SHA)");

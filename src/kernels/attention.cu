@@ -2,14 +2,15 @@
 //
 // Decode (flash-decoding): a CTA owns one (sequence, kv head, split) and all G = num_heads /
 // num_kv_heads query heads of that kv group, so each K/V row is read from memory once per group.
-// The context is cut into at most `splits` chunks (a multiple of the key tile, at least
-// DECODE_MIN_CHUNK keys each), decided on the device from ctx_len because a captured graph sees
-// the length grow. A sequence that needs one chunk writes its output directly; otherwise every
-// chunk writes an unnormalised partial output with its running max and sum to the workspace, and
-// either the last CTA of the group merges them (done_counters set) or a small combine kernel does.
-// When the host-side split count is 1 (large batches) no merge happens at all. For G <= 8 the
-// split kernel is warp-parallel over keys (decode_attention_fast: no block barrier per key tile,
-// several K/V rows in flight per lane); above, a tiled kernel stages K/V tiles in shared memory.
+// A context of up to DECODE_UNSPLIT_MAX keys is one chunk; a longer one is cut into at most
+// `splits` chunks (a multiple of the key tile, at least DECODE_MIN_CHUNK keys each), decided on
+// the device from ctx_len because a captured graph sees the length grow. A sequence that needs one
+// chunk writes its output directly; otherwise every chunk writes an unnormalised partial output
+// with its running max and sum to the workspace, and either the last CTA of the group merges them
+// (done_counters set) or a small combine kernel does. When the host-side split count is 1 (large
+// batches) no merge happens at all. For G <= 8 the split kernel is warp-parallel over keys
+// (decode_attention_fast: no block barrier per key tile, several K/V rows in flight per lane);
+// above, a tiled kernel stages K/V tiles in shared memory.
 //
 // Prefill: a CTA owns a block of PREFILL_BQ consecutive query tokens and one query head, and
 // streams K/V tiles of PREFILL_TK keys through shared memory with an online softmax. Tokens of one
@@ -33,16 +34,24 @@ constexpr int ATTN_MAX_HEAD_DIM = 256;
 
 constexpr int DECODE_THREADS = 256;
 constexpr int DECODE_TILE = 64;  // keys per shared-memory tile
-// Shorter contexts are never split. The warp-parallel kernel (group <= 8) has 32-64 keys in flight
-// per CTA step and several steps' loads issued at once, so a chunk of 128 keys costs about one
-// memory round trip; splitting shorter contexts would only add the merge.
+// Keys of a split chunk, at least. The warp-parallel kernel (group <= 8) has 16-64 keys in flight
+// per CTA step and a round of several steps' loads issued at once, so a chunk of 128 keys costs
+// about one memory round trip; shorter chunks would only add splits to merge.
 constexpr int DECODE_MIN_CHUNK = 128;
+// Contexts up to this many keys are never split: a second round of loads (one more memory round
+// trip) costs less than the merge of two splits (a release / acquire and the partials' round
+// trip: +2.5 us a layer on llama3.1-8b at 129 keys, docs/perf-notes.md item 33).
+constexpr int DECODE_UNSPLIT_MAX = 256;
 constexpr int DECODE_TARGET_CTAS = 264;  // about two CTAs per SM on an H200 (132 SMs)
 constexpr int DECODE_MAX_SPLITS = 64;
 constexpr int DECODE_MAX_GROUP = 64;
 constexpr int DECODE_MAX_PAIRS = 16;      // output pairs per thread: G * head_dim / 2 <= 16 * 256
 constexpr int DECODE_FAST_MAX_GROUP = 8;  // the warp-parallel kernel keeps G queries in registers
-constexpr int DECODE_FAST_UNROLL = 4;     // K/V rows each lane loads before using the first
+// K/V rows each lane loads per round (keys a slot handles at once): 4 when a CTA serves a kv
+// head's G query heads; 8 (128 keys a CTA at head_dim 128) when it serves one query head, whose q
+// and accumulators leave the registers for it.
+constexpr int DECODE_FAST_UNROLL = 4;
+constexpr int DECODE_FAST_UNROLL_HEAD = 8;
 
 constexpr int PREFILL_THREADS = 256;
 constexpr int PREFILL_BQ = 32;  // query rows per CTA
@@ -69,7 +78,8 @@ struct DecodeSplitPlan {
 
 __device__ __forceinline__ DecodeSplitPlan decode_split_plan(int ctx, int splits) {
   if (ctx <= 0) return {0, 0};
-  const int want = min(splits, (ctx + DECODE_MIN_CHUNK - 1) / DECODE_MIN_CHUNK);
+  const int want =
+      ctx <= DECODE_UNSPLIT_MAX ? 1 : min(splits, (ctx + DECODE_MIN_CHUNK - 1) / DECODE_MIN_CHUNK);
   int chunk = (ctx + want - 1) / want;
   chunk = (chunk + DECODE_TILE - 1) / DECODE_TILE * DECODE_TILE;
   return {(ctx + chunk - 1) / chunk, chunk};
@@ -149,7 +159,8 @@ size_t decode_smem_bytes(int group, int head_dim) {
 }
 
 __device__ __forceinline__ void decode_merge_if_last(const DecodeAttentionParams& p, int splits,
-                                                     int bi, int kv_head, int n_active);
+                                                     int bi, int kv_head, int n_active,
+                                                     int arrivals);
 
 // One tile = (sequence bi, kv head, split). Must be called by all DECODE_THREADS threads with
 // decode_smem_bytes() of dynamic shared memory at `smem` (16-byte aligned).
@@ -289,7 +300,8 @@ __device__ __forceinline__ void decode_attention_split(const DecodeAttentionPara
     ws_ml[2 * part] = row_max[tid];
     ws_ml[2 * part + 1] = row_sum[tid];
   }
-  if (p.done_counters != nullptr) decode_merge_if_last(p, splits, bi, kv_head, plan.n_active);
+  if (p.done_counters != nullptr)
+    decode_merge_if_last(p, splits, bi, kv_head, plan.n_active, plan.n_active);
 }
 
 // Merges the partials of the active splits for query heads [head0, head0 + nheads) of sequence
@@ -330,14 +342,16 @@ __device__ __forceinline__ void decode_attention_combine(const DecodeAttentionPa
 // orders the CTA's partial writes before thread 0's acq_rel add (cumulativity publishes them);
 // the last adder's acquire reads the release sequence of every earlier add, and the second
 // barrier extends that to the CTA's other threads.
+// `arrivals`: the group's active CTAs (n_active, or n_active x G when a CTA serves one query head).
 __device__ __forceinline__ void decode_merge_if_last(const DecodeAttentionParams& p, int splits,
-                                                     int bi, int kv_head, int n_active) {
+                                                     int bi, int kv_head, int n_active,
+                                                     int arrivals) {
   __shared__ int is_last;
   __syncthreads();
   if (threadIdx.x == 0) {
     uint32_t* counter = p.done_counters + static_cast<int64_t>(bi) * p.num_kv_heads + kv_head;
     const uint32_t before = atom_add_acq_rel_gpu(counter, 1u);
-    is_last = before + 1 == static_cast<uint32_t>(n_active);
+    is_last = before + 1 == static_cast<uint32_t>(arrivals);
     if (is_last) st_relaxed_gpu(counter, 0u);  // every active CTA of the group has added
   }
   __syncthreads();
@@ -349,42 +363,51 @@ __device__ __forceinline__ void decode_merge_if_last(const DecodeAttentionParams
 // Warp-parallel decode for G <= GMAX query heads per kv head and head_dim <= 8 * LPK. A warp's
 // lanes form 32 / LPK key slots of LPK lanes; a slot holds one key at a time, each lane 8 of its
 // dims (one 16-byte K load and one V load), so the CTA has 8 * 32 / LPK keys in flight per step
-// and DECODE_FAST_UNROLL steps' loads are issued before the first is used. Each slot keeps its own
-// online softmax (max, sum, 8 output dims per head) in registers, with no block barrier in the
-// key loop; slots merge through shuffles, warps through shared memory at the end. Scores reduce
-// over the slot's lanes with xor shuffles, which every lane executes (the loop bounds are
-// warp-uniform; a lane past the chunk end contributes zeros and skips the update).
-template <int GMAX, int LPK>
+// and U steps' loads (a round) are issued before the first is used. Within a
+// round the U scores are independent (dot products and their xor-shuffle reductions interleave),
+// the slot's running max moves once per round, and the U exponentials are independent too: the
+// only serial chain is the accumulation itself, not an online-softmax update per key. Each slot
+// keeps its own (max, sum, 8 output dims per head) in registers, with no block barrier in the key
+// loop; slots merge through shuffles, warps through shared memory at the end. The shuffles are
+// executed by every lane (the round bounds are warp-uniform; a lane past the chunk end contributes
+// zeros and skips the update). The context length and the cache slot are read before the wait
+// (written by the previous step's step_advance or the host, never inside a step); q and the
+// cache after it. PER_HEAD (GMAX = 1): the CTA at y serves query head y alone (more CTAs, a
+// G-th of the work each, where a small grid leaves most SMs idle); otherwise kv head y and its G
+// query heads.
+template <int GMAX, int LPK, int UNROLL, bool PER_HEAD>
 __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParams& p, int splits,
-                                                      int bi, int kv_head, int split,
+                                                      int bi, int y, int split, uint32_t step,
                                                       unsigned char* smem) {
+  static_assert(!PER_HEAD || GMAX == 1, "a per-head CTA serves one query head");
   constexpr int NWARPS = DECODE_THREADS / 32;
   constexpr int SLOTS = 32 / LPK;
   constexpr int STEP = NWARPS * SLOTS;  // keys per CTA step
-  constexpr int UNROLL = DECODE_FAST_UNROLL;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int sub = lane % LPK, kslot = lane / LPK;
   const int hd = p.head_dim, group = p.num_heads / p.num_kv_heads;
+  const int kv_head = PER_HEAD ? y / group : y;
+  const int nh = PER_HEAD ? 1 : group;  // query heads of this CTA
+  const int head0 = PER_HEAD ? y : kv_head * group;
   const int dim0 = sub * 8;
   const bool has_dims = dim0 < hd;
 
-  // The context length, the cache slot and this lane's q slice are independent loads: all three
-  // are issued before the first is used.
   const int ctx_raw = p.ctx_lens[bi];
   const int64_t slot = p.slots[bi];
-  const int head0 = kv_head * group;
+  tile_sync_wait(p.sync, step);
+  pdl_launch_dependents();
   const bf16* qp = p.q + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd + dim0;
   uint4 qraw[GMAX];
 #pragma unroll
   for (int g = 0; g < GMAX; ++g) {
     qraw[g] = make_uint4(0u, 0u, 0u, 0u);
-    if (g < group && has_dims) qraw[g] = *reinterpret_cast<const uint4*>(qp + g * hd);
+    if (g < nh && has_dims) qraw[g] = *reinterpret_cast<const uint4*>(qp + g * hd);
   }
   const int ctx = min(ctx_raw, p.max_seq);
   bf16* out = p.out + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd;
   DecodeSplitPlan plan;
   int key_begin, key_end;
-  if (!decode_chunk(ctx, splits, split, group * hd, out, &plan, &key_begin, &key_end)) return;
+  if (!decode_chunk(ctx, splits, split, nh * hd, out, &plan, &key_begin, &key_end)) return;
 
   float q[GMAX][8];
   const float q_scale = p.scale * LOG2E;
@@ -418,36 +441,54 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
         vr[u] = *reinterpret_cast<const uint4*>(vp + key * row);
       }
     }
+    // Steps of this round with a key for some slot of the warp (warp-uniform).
+    const int steps = min(UNROLL, (key_end - base + STEP - 1) / STEP);
+    float s[UNROLL][GMAX];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
-      // Warp-uniform: no slot of this warp has a key left (short contexts stop after one step).
-      if (base + u * STEP >= key_end) break;
       float kf[8];
       bf16x8_to_float(kr[u], kf);
-      float s[GMAX];
 #pragma unroll
       for (int g = 0; g < GMAX; ++g) {
-        s[g] = 0.0f;
+        s[u][g] = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) s[g] += q[g][i] * kf[i];
+        for (int i = 0; i < 8; ++i) s[u][g] += q[g][i] * kf[i];
       }
+    }
 #pragma unroll
-      for (int off = LPK / 2; off > 0; off /= 2)
+    for (int off = LPK / 2; off > 0; off /= 2)
 #pragma unroll
-        for (int g = 0; g < GMAX; ++g) s[g] += __shfl_xor_sync(0xffffffffu, s[g], off);
-      if (base + kslot + u * STEP < key_end) {
-        float vf[8];
-        bf16x8_to_float(vr[u], vf);
+      for (int u = 0; u < UNROLL; ++u)
+        if (u < steps)
 #pragma unroll
-        for (int g = 0; g < GMAX; ++g) {
-          const float m_new = fmaxf(m[g], s[g]);
-          const float alpha = exp2f(m[g] - m_new);  // 0 for the first key (m = -inf)
-          const float pr = exp2f(s[g] - m_new);
-          l[g] = l[g] * alpha + pr;
+          for (int g = 0; g < GMAX; ++g) s[u][g] += __shfl_xor_sync(0xffffffffu, s[u][g], off);
+    // This slot's keys of the round: steps u < mine (keys are consecutive per step).
+    const int mine = min(UNROLL, max(0, (key_end - base - kslot + STEP - 1) / STEP));
+    if (mine == 0) continue;
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * alpha + pr * vf[i];
-          m[g] = m_new;
-        }
+    for (int g = 0; g < GMAX; ++g) {
+      float m_new = m[g];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        if (u < mine) m_new = fmaxf(m_new, s[u][g]);
+      const float alpha = exp2f(m[g] - m_new);  // 0 for the slot's first round (m = -inf)
+      l[g] *= alpha;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[g][i] *= alpha;
+      m[g] = m_new;
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) s[u][g] = u < mine ? exp2f(s[u][g] - m_new) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      if (u >= mine) break;
+      float vf[8];
+      bf16x8_to_float(vr[u], vf);
+#pragma unroll
+      for (int g = 0; g < GMAX; ++g) {
+        l[g] += s[u][g];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[g][i] += s[u][g] * vf[i];
       }
     }
   }
@@ -472,22 +513,22 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
   }
 
   // Merge the warps: slot 0 of each warp publishes, then threads stride over (head, dim).
-  float* s_acc = reinterpret_cast<float*>(smem);  // [NWARPS][group][hd]
-  float* s_m = s_acc + NWARPS * group * hd;       // [NWARPS][group]
-  float* s_l = s_m + NWARPS * group;
+  float* s_acc = reinterpret_cast<float*>(smem);  // [NWARPS][nh][hd]
+  float* s_m = s_acc + NWARPS * nh * hd;          // [NWARPS][nh]
+  float* s_l = s_m + NWARPS * nh;
   if (kslot == 0) {
 #pragma unroll
     for (int g = 0; g < GMAX; ++g) {
-      if (g >= group) break;
+      if (g >= nh) break;
       if (has_dims) {
-        float* dst = s_acc + (warp * group + g) * hd + dim0;
+        float* dst = s_acc + (warp * nh + g) * hd + dim0;
         *reinterpret_cast<float4*>(dst) = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
         *reinterpret_cast<float4*>(dst + 4) =
             make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
       }
       if (sub == 0) {
-        s_m[warp * group + g] = m[g];
-        s_l[warp * group + g] = l[g];
+        s_m[warp * nh + g] = m[g];
+        s_l[warp * nh + g] = l[g];
       }
     }
   }
@@ -495,18 +536,18 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
   const int64_t part0 = (static_cast<int64_t>(bi) * p.num_heads + head0) * splits + split;
   float* ws_o = p.workspace;
   float* ws_ml = p.workspace + static_cast<int64_t>(p.b) * p.num_heads * splits * hd;
-  for (int idx = tid; idx < group * hd; idx += DECODE_THREADS) {
+  for (int idx = tid; idx < nh * hd; idx += DECODE_THREADS) {
     const int g = idx / hd, d = idx - g * hd;
     float mx = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < NWARPS; ++w) mx = fmaxf(mx, s_m[w * group + g]);
+    for (int w = 0; w < NWARPS; ++w) mx = fmaxf(mx, s_m[w * nh + g]);
     float den = 0.0f, o = 0.0f;
 #pragma unroll
     for (int w = 0; w < NWARPS; ++w) {
-      const float mw = s_m[w * group + g];
+      const float mw = s_m[w * nh + g];
       const float sc = mw == -INFINITY ? 0.0f : exp2f(mw - mx);
-      den += s_l[w * group + g] * sc;
-      o += s_acc[(w * group + g) * hd + d] * sc;
+      den += s_l[w * nh + g] * sc;
+      o += s_acc[(w * nh + g) * hd + d] * sc;
     }
     if (plan.n_active == 1) {
       out[g * hd + d] = __float2bfloat16(o / den);
@@ -520,7 +561,7 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
     }
   }
   if (plan.n_active > 1 && p.done_counters != nullptr)
-    decode_merge_if_last(p, splits, bi, kv_head, plan.n_active);
+    decode_merge_if_last(p, splits, bi, kv_head, plan.n_active, plan.n_active * group / nh);
 }
 
 size_t decode_fast_smem_bytes(int group, int head_dim) {
@@ -541,15 +582,14 @@ __global__ void __launch_bounds__(DECODE_THREADS)
   tile_sync_signal(p.sync, step);
 }
 
-template <int GMAX, int LPK>
+template <int GMAX, int LPK, int U, bool PER_HEAD>
 __global__ void __launch_bounds__(DECODE_THREADS)
     decode_attention_fast_kernel(DecodeAttentionParams p, int splits) {
   extern __shared__ __align__(16) unsigned char decode_smem[];
-  // As decode_attention_split_kernel.
+  // As decode_attention_split_kernel; the wait is inside, after the context length's loads.
   const uint32_t step = tile_sync_step(p.sync);
-  tile_sync_wait(p.sync, step);
-  pdl_launch_dependents();
-  decode_attention_fast<GMAX, LPK>(p, splits, blockIdx.z, blockIdx.y, blockIdx.x, decode_smem);
+  decode_attention_fast<GMAX, LPK, U, PER_HEAD>(p, splits, blockIdx.z, blockIdx.y, blockIdx.x, step,
+                                                decode_smem);
   tile_sync_signal(p.sync, step);
 }
 
@@ -558,28 +598,48 @@ using DecodeSplitKernel = void (*)(DecodeAttentionParams, int);
 struct DecodeSplitChoice {
   DecodeSplitKernel kernel;
   size_t smem;
+  dim3 grid;
 };
 
-// The split kernel for a shape: the warp-parallel one for G <= 8 (every Llama 3 / Qwen 3 shape),
-// the tiled one above.
-DecodeSplitChoice decode_split_kernel(int group, int head_dim) {
+// The split kernel of a launch with `splits`: the warp-parallel one for G <= 8 (every Llama 3 /
+// Qwen 3 shape), the tiled one above. The warp-parallel one serves one query head a CTA when
+// every query head of the batch fits one CTA per SM (and within an overlap CTA budget): at batch 1
+// a CTA per kv head leaves 124 of 132 SMs idle while each runs G heads' work. per_head forces the
+// choice either way (-1: by the grid).
+DecodeSplitChoice decode_split_kernel(const DecodeAttentionParams& p, int splits,
+                                      int per_head = -1) {
+  const int group = p.num_heads / p.num_kv_heads, head_dim = p.head_dim;
   if (group > DECODE_FAST_MAX_GROUP)
-    return {decode_attention_split_kernel, decode_smem_bytes(group, head_dim)};
+    return {decode_attention_split_kernel, decode_smem_bytes(group, head_dim),
+            dim3(splits, p.num_kv_heads, p.b)};
   const int gmax = group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8;
-  const int lpk = head_dim <= 64 ? 8 : head_dim <= 128 ? 16 : 32;
-  const size_t smem = decode_fast_smem_bytes(group, head_dim);
+  const int li = head_dim <= 64 ? 0 : head_dim <= 128 ? 1 : 2;
+  constexpr int U = DECODE_FAST_UNROLL, H = DECODE_FAST_UNROLL_HEAD;
   static const DecodeSplitKernel table[4][3] = {
-      {decode_attention_fast_kernel<1, 8>, decode_attention_fast_kernel<1, 16>,
-       decode_attention_fast_kernel<1, 32>},
-      {decode_attention_fast_kernel<2, 8>, decode_attention_fast_kernel<2, 16>,
-       decode_attention_fast_kernel<2, 32>},
-      {decode_attention_fast_kernel<4, 8>, decode_attention_fast_kernel<4, 16>,
-       decode_attention_fast_kernel<4, 32>},
-      {decode_attention_fast_kernel<8, 8>, decode_attention_fast_kernel<8, 16>,
-       decode_attention_fast_kernel<8, 32>}};
+      {decode_attention_fast_kernel<1, 8, U, false>, decode_attention_fast_kernel<1, 16, U, false>,
+       decode_attention_fast_kernel<1, 32, U, false>},
+      {decode_attention_fast_kernel<2, 8, U, false>, decode_attention_fast_kernel<2, 16, U, false>,
+       decode_attention_fast_kernel<2, 32, U, false>},
+      {decode_attention_fast_kernel<4, 8, U, false>, decode_attention_fast_kernel<4, 16, U, false>,
+       decode_attention_fast_kernel<4, 32, U, false>},
+      {decode_attention_fast_kernel<8, 8, U, false>, decode_attention_fast_kernel<8, 16, U, false>,
+       decode_attention_fast_kernel<8, 32, U, false>}};
+  static const DecodeSplitKernel per_head_table[3] = {decode_attention_fast_kernel<1, 8, U, true>,
+                                                      decode_attention_fast_kernel<1, 16, H, true>,
+                                                      decode_attention_fast_kernel<1, 32, H, true>};
+  static const int sms = [] {
+    int n = 0;
+    return current_device_attribute(cudaDevAttrMultiProcessorCount, &n) == cudaSuccess ? n : 0;
+  }();
+  const int64_t heads = static_cast<int64_t>(p.b) * p.num_heads;
+  const bool by_grid =
+      group > 1 && heads <= sms && (p.max_split_ctas <= 0 || heads * splits <= p.max_split_ctas);
+  if (per_head == 1 || (per_head < 0 && by_grid))
+    return {per_head_table[li], decode_fast_smem_bytes(1, head_dim),
+            dim3(splits, p.num_heads, p.b)};
   const int gi = gmax == 1 ? 0 : gmax == 2 ? 1 : gmax == 4 ? 2 : 3;
-  const int li = lpk == 8 ? 0 : lpk == 16 ? 1 : 2;
-  return {table[gi][li], smem};
+  return {table[gi][li], decode_fast_smem_bytes(group, head_dim),
+          dim3(splits, p.num_kv_heads, p.b)};
 }
 
 constexpr int COMBINE_THREADS = 128;
@@ -824,11 +884,10 @@ cudaError_t launch_decode_attention_split(const DecodeAttentionParams& p) {
   int splits = 0;
   cudaError_t err = decode_attention_check(p, &splits);
   if (err != cudaSuccess || splits == 0) return err;
-  const DecodeSplitChoice k = decode_split_kernel(p.num_heads / p.num_kv_heads, p.head_dim);
+  const DecodeSplitChoice k = decode_split_kernel(p, splits);
   err = allow_smem(k.kernel, k.smem);
   if (err != cudaSuccess) return err;
-  return launch_kernel(k.kernel, dim3(splits, p.num_kv_heads, p.b), dim3(DECODE_THREADS), k.smem,
-                       p.launch, p, splits);
+  return launch_kernel(k.kernel, k.grid, dim3(DECODE_THREADS), k.smem, p.launch, p, splits);
 }
 
 cudaError_t launch_decode_attention_combine(const DecodeAttentionParams& p) {
@@ -854,11 +913,12 @@ cudaError_t decode_attention_footprint(const DecodeAttentionParams& p, KernelFoo
   int splits = 0;
   cudaError_t err = decode_attention_check(p, &splits);
   if (err != cudaSuccess) return err;
-  const DecodeSplitChoice k = decode_split_kernel(p.num_heads / p.num_kv_heads, p.head_dim);
+  const DecodeSplitChoice k = decode_split_kernel(p, splits);
   // The occupancy query needs the kernel's opt-in for more than 48 KiB of shared memory.
   err = allow_smem(k.kernel, k.smem);
   if (err != cudaSuccess) return err;
-  err = kernel_footprint(k.kernel, splits * p.num_kv_heads * p.b, DECODE_THREADS, k.smem, split);
+  err = kernel_footprint(k.kernel, int(k.grid.x * k.grid.y * k.grid.z), DECODE_THREADS, k.smem,
+                         split);
   if (err != cudaSuccess) return err;
   const dim3 cg = combine_grid(p);
   return kernel_footprint(decode_attention_combine_kernel, p.b == 0 ? 0 : int(cg.x * cg.y),
@@ -871,10 +931,15 @@ cudaError_t preload_attention_kernels() {
         preload_kernel(decode_attention_combine_kernel), preload_kernel(prefill_attention_kernel)})
     if (err != cudaSuccess) return err;
   for (int group : {1, 2, 4, 8})
-    for (int head_dim : {64, 128, 256}) {
-      const cudaError_t err = preload_kernel(decode_split_kernel(group, head_dim).kernel);
-      if (err != cudaSuccess) return err;
-    }
+    for (int head_dim : {64, 128, 256})
+      for (int per_head : {0, 1}) {
+        DecodeAttentionParams p;
+        p.num_kv_heads = 1;
+        p.num_heads = group;
+        p.head_dim = head_dim;
+        const cudaError_t err = preload_kernel(decode_split_kernel(p, 1, per_head).kernel);
+        if (err != cudaSuccess) return err;
+      }
   return cudaSuccess;
 }
 

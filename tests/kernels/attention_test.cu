@@ -149,7 +149,10 @@ TEST(DecodeAttention, MatchesReference) {
                           {16, 2, 256}, {40, 8, 128}, {6, 2, 96},   {64, 4, 64}, {64, 1, 128}};
   for (const auto& s : shapes)
     for (bool pdl : {false, true}) {
-      for (int ctx : {1, 7, 100, 128, 129, 1000, 5000}) run_decode(s, {ctx}, 5000, pdl, rng);
+      // 128 / 129: one round of the per-query-head kernel (head_dim 64 and 128) and a key past
+      // it; 256 / 257: the longest unsplit context and the first split one.
+      for (int ctx : {1, 7, 100, 128, 129, 200, 256, 257, 1000, 5000})
+        run_decode(s, {ctx}, 5000, pdl, rng);
       run_decode(s, {1, 1000, 5000}, 8192, pdl, rng);
       run_decode(s, {257, 64, 300}, 8192, pdl, rng);  // just past one chunk, exact tile multiple
       run_decode(s, {3000, 130, 1}, 8192, pdl, rng, 2, /*fused=*/false);
@@ -171,7 +174,10 @@ TEST(DecodeAttention, LargeBatch) {
   MEGAOPS_REQUIRE_GPU();
   std::mt19937_64 rng(testing::test_seed() + 1);
   std::uniform_int_distribution<int> len(1, 1000);
-  for (const Shape& s : {Shape{8, 2, 64}, Shape{32, 8, 128}, Shape{4, 4, 64}}) {
+  // More query heads than SMs: a CTA per kv head and its G query heads (G = 1, 2, 4, 8); the
+  // small batches of MatchesReference take a CTA per query head.
+  for (const Shape& s : {Shape{8, 2, 64}, Shape{32, 8, 128}, Shape{4, 4, 64}, Shape{16, 8, 128},
+                         Shape{64, 8, 128}}) {
     std::vector<int> ctx(64);
     for (auto& c : ctx) c = len(rng);
     run_decode(s, ctx, 1024, true, rng);
