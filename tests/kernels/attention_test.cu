@@ -168,6 +168,10 @@ TEST(DecodeAttention, SanitizerSubset) {
     run_decode(s, {1, 100, 300}, 512, true, rng);
     run_decode(s, {300, 7}, 512, false, rng, 2, /*fused=*/false);
   }
+  // More query heads than SMs: a CTA per kv head instead of one per query head.
+  std::vector<int> ctx(40);
+  for (size_t i = 0; i < ctx.size(); ++i) ctx[i] = 1 + static_cast<int>(i * 37 % 300);
+  run_decode({32, 8, 128}, ctx, 512, true, rng);
 }
 
 TEST(DecodeAttention, LargeBatch) {
