@@ -253,13 +253,17 @@ if want trace; then
   done
 fi
 
-# ncu_matmul: the small-m kernel on the 8B QKV and O shapes (60% of the HBM ceiling, the largest
-# gap of the 8B step: docs/perf-notes.md), with source counters, to see where a CTA's time goes.
+# ncu_matmul: one matmul kernel's launches on one model's decode shapes, standalone
+# (bench-matmul), with source counters, to see where a CTA's time goes. Default: the bulk
+# streaming kernel on the 8B shapes, whose down projection (k = 14336) reaches 66% of the HBM
+# ceiling against 86% on gate_up (docs/perf-notes.md item 25). NCU_MATMUL_PATH picks the
+# bench-matmul path, NCU_MATMUL_REGEX the kernel name, NCU_MATMUL_PRESET the shapes.
 if want ncu_matmul; then
-  log "ncu: small-m matmul, llama3.1-8b batch 1"
-  timeout -k 5 240 ncu --clock-control none --kernel-name regex:matmul_small_m --launch-skip ${NCU_SKIP:-200} \
-    --launch-count ${NCU_COUNT:-4} --set full --import-source yes -o "$OUT/ncu_matmul" \
-    "$BIN/megaops" bench --preset llama3.1-8b --batch 1 --prompt 32 --gen 8 --repeats 1 --pdl off \
+  log "ncu: ${NCU_MATMUL_PATH:-stream-bulk} matmul, ${NCU_MATMUL_PRESET:-llama3.1-8b} m = 1"
+  timeout -k 5 300 ncu --clock-control none --kernel-name "regex:${NCU_MATMUL_REGEX:-matmul_stream}" \
+    --launch-count ${NCU_COUNT:-40} --set full --import-source yes -o "$OUT/ncu_matmul" \
+    "$BIN/megaops" bench-matmul --preset "${NCU_MATMUL_PRESET:-llama3.1-8b}" --batch 1 \
+    --paths "${NCU_MATMUL_PATH:-stream-bulk}" --launches 4 --repeats 1 \
     >"$OUT/ncu_matmul.log" 2>&1 || status=1
   ncu --import "$OUT/ncu_matmul.ncu-rep" --page details >"$OUT/ncu_matmul.txt" 2>&1
   grep -E "Duration|Grid Size|Registers|Memory Throughput|DRAM Throughput|Achieved Occupancy" \
