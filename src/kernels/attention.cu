@@ -48,8 +48,9 @@ constexpr int DECODE_MAX_GROUP = 64;
 constexpr int DECODE_MAX_PAIRS = 16;      // output pairs per thread: G * head_dim / 2 <= 16 * 256
 constexpr int DECODE_FAST_MAX_GROUP = 8;  // the warp-parallel kernel keeps G queries in registers
 // K/V rows each lane loads per round (keys a slot handles at once): 4 when a CTA serves a kv
-// head's G query heads; 8 (128 keys a CTA at head_dim 128) when it serves one query head, whose q
-// and accumulators leave the registers for it.
+// head's G query heads; when it serves one query head, whose q and accumulators leave the
+// registers for it, 8 at head_dim 128 and 256 (128 and 64 keys a round; head_dim 64 has 128 keys
+// a round at 4).
 constexpr int DECODE_FAST_UNROLL = 4;
 constexpr int DECODE_FAST_UNROLL_HEAD = 8;
 
