@@ -1,7 +1,9 @@
 // Attention over the bf16 KV cache, fp32 softmax and accumulation, on CUDA cores.
 //
 // Decode (flash-decoding): a CTA owns one (sequence, kv head, split) and all G = num_heads /
-// num_kv_heads query heads of that kv group, so each K/V row is read from memory once per group.
+// num_kv_heads query heads of that kv group, so each K/V row is read from memory once per group;
+// when every query head of the batch fits one CTA per SM (small batches), a CTA owns one
+// (sequence, query head, split) instead, so G times as many SMs share the latency-bound work.
 // A context of up to DECODE_UNSPLIT_MAX keys is one chunk; a longer one is cut into at most
 // `splits` chunks (a multiple of the key tile, at least DECODE_MIN_CHUNK keys each), decided on
 // the device from ctx_len because a captured graph sees the length grow. A sequence that needs one

@@ -174,6 +174,34 @@ TEST(DecodeAttention, SanitizerSubset) {
   run_decode({32, 8, 128}, ctx, 512, true, rng);
 }
 
+// Which kernel the tests above exercise: at batch 1 a CTA per query head (G times the grid of a
+// G = 1 shape with the same kv heads), at 40 sequences (more query heads than SMs) a CTA per kv
+// head (the same grid).
+TEST(DecodeAttention, SmallBatchesTakeACtaPerQueryHead) {
+  MEGAOPS_REQUIRE_GPU();
+  // The footprint query checks the pointers but reads nothing through them.
+  DeviceBuffer<uint16_t> any(64);
+  DeviceBuffer<int32_t> ints(64);
+  DeviceBuffer<float> ws(64);
+  auto split_ctas = [&](int heads, int b) {
+    DecodeAttentionParams p;
+    p.q = p.k_cache = p.v_cache = reinterpret_cast<const bf16*>(any.ptr);
+    p.out = reinterpret_cast<bf16*>(any.ptr);
+    p.slots = p.ctx_lens = ints.ptr;
+    p.workspace = ws.ptr;
+    p.b = b;
+    p.num_heads = heads;
+    p.num_kv_heads = 8;
+    p.head_dim = 128;
+    p.max_seq = 512;
+    KernelFootprint split, combine;
+    EXPECT_EQ(decode_attention_footprint(p, &split, &combine), cudaSuccess);
+    return split.ctas;
+  };
+  EXPECT_EQ(split_ctas(32, 1), 4 * split_ctas(8, 1));
+  EXPECT_EQ(split_ctas(32, 40), split_ctas(8, 40));
+}
+
 TEST(DecodeAttention, LargeBatch) {
   MEGAOPS_REQUIRE_GPU();
   std::mt19937_64 rng(testing::test_seed() + 1);
