@@ -24,7 +24,6 @@
 #include <cuda_runtime.h>
 
 #include "core/cuda_check.h"
-#include "kernels/hbm_read.cuh"
 #include "model_source.h"
 #include "planner/planner.h"
 #include "runtime/conventional.h"
@@ -100,7 +99,8 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, device);
   if (lead) std::fprintf(stderr, "measuring the HBM read ceiling...\n");
-  const double ceiling_gbps = measure_hbm_read_gbps(size_t{4} << 30, 20);
+  // In a child process, before this one loads the model (docs/perf-notes.md item 35).
+  const double ceiling_gbps = measure_hbm_ceiling_isolated(4096, 20, device);
 
   ExecutorOptions eo;
   set_tp_options(eo, o.tp, comm.get());

@@ -22,6 +22,12 @@ Runner add_profile(CLI::App& app);
 Runner add_trace(CLI::App& app);
 Runner add_plan(CLI::App& app);
 Runner add_bench_matmul(CLI::App& app);
+Runner add_hbm_ceiling(CLI::App& app);
+
+// The HBM read ceiling of `device` (median GB/s of `iterations` reads of `mb` MiB), measured by
+// `megaops hbm-ceiling` in a child process, so the ceiling kernel never runs in the process
+// that times the model (tools/cmd_hbm_ceiling.cpp says why). Throws DeviceError when it fails.
+double measure_hbm_ceiling_isolated(int64_t mb, int iterations, int device);
 
 // Set by SIGINT; long loops check it and stop cleanly.
 extern std::atomic<bool> g_interrupted;

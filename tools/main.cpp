@@ -123,6 +123,8 @@ int main(int argc, char** argv) {
   add("profile", "per-op GPU time of a decode step", add_profile);
   add("bench-matmul", "time a model's decode matmuls on each matmul kernel (needs a GPU)",
       add_bench_matmul);
+  add("hbm-ceiling", "the GPU's HBM read ceiling in GB/s (what bench reports against)",
+      add_hbm_ceiling);
   add("trace", "timeline of one overlap decode step as a Chrome trace (needs a GPU)", add_trace);
   add("plan", "rank barrier/overlap/split compositions from a profile (no GPU needed)", add_plan);
   add("check-logits", "compare logits against a reference file from HF transformers",

@@ -13,10 +13,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "models/checkpoint.h"
 #include "tools/cli_util.h"
@@ -44,6 +46,18 @@ void expect_one_line_error(const Result& r, const std::string& must_contain) {
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
   EXPECT_NE(r.out.find(must_contain), std::string::npos) << r.out;
+}
+
+// `command` followed by each case's arguments: one error line naming the case's option, exit
+// status 1 (options checked before any GPU work, so on any machine).
+void expect_each_bad_option(const std::string& command,
+                            std::initializer_list<std::pair<const char*, const char*>> cases) {
+  for (const auto& [args, names] : cases) {
+    const Result r = run_cli(command + " " + args);
+    EXPECT_EQ(r.status, 1) << args << ": " << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(names), std::string::npos) << args << ": " << r.out;
+  }
 }
 
 TEST(Cli, InitRandomWritesLoadableCheckpoint) {
@@ -256,17 +270,14 @@ TEST(Cli, PlanTtftRanksTheLayerPrefillAgainstDecodeGraphReplays) {
 // bench-matmul checks its options before it looks for a GPU: each bad one is one error line
 // naming the option, exit status 1, on any machine.
 TEST(Cli, BenchMatmulBadOptions) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"--paths small,bogus", "--paths"}, {"--stages 1", "--stages"},
-      {"--stages 0,17", "--stages"},      {"--batch 0", "--batch"},
-      {"--batch 1,x", "--batch"},         {"--launches 0", "--launches"},
-      {"--repeats 0", "--repeats"},       {"--preset no-such-model", "no-such-model"}};
-  for (const auto& [args, names] : cases) {
-    const Result r = run_cli(std::string("bench-matmul ") + args);
-    EXPECT_EQ(r.status, 1) << args << ": " << r.out;
-    EXPECT_EQ(count_lines(r.out), 1) << args << ": " << r.out;
-    EXPECT_NE(r.out.find(names), std::string::npos) << args << ": " << r.out;
-  }
+  expect_each_bad_option("bench-matmul", {{"--paths small,bogus", "--paths"},
+                                          {"--stages 1", "--stages"},
+                                          {"--stages 0,17", "--stages"},
+                                          {"--batch 0", "--batch"},
+                                          {"--batch 1,x", "--batch"},
+                                          {"--launches 0", "--launches"},
+                                          {"--repeats 0", "--repeats"},
+                                          {"--preset no-such-model", "no-such-model"}});
 }
 
 TEST(Cli, PlanWithMissingProfile) {
@@ -354,6 +365,37 @@ TEST(Cli, BenchPlanRejectsWhatNoExecutorRuns) {
     fs::remove(other);
   }
   fs::remove(conv);
+}
+
+}  // namespace
+
+namespace {
+
+// `hbm-ceiling` checks its options before it looks for a GPU: one error line naming the option,
+// exit status 1, on any machine.
+TEST(Cli, HbmCeilingBadOptions) {
+  expect_each_bad_option("hbm-ceiling", {{"--mb 0", "--mb"},
+                                         {"--mb 2000000", "--mb"},
+                                         {"--iterations 0", "--iterations"},
+                                         {"--iterations 1001", "--iterations"}});
+}
+
+// With a GPU it prints one line, "hbm_read_gbps VALUE" with a positive value; without one (or in
+// a build without CUDA) one error line saying so, exit status 1. bench parses that line from a
+// child process, so its form is part of the contract.
+TEST(Cli, HbmCeilingPrintsOneLineOrSaysWhyNot) {
+  const Result r = run_cli("hbm-ceiling --mb 16 --iterations 2");
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  if (r.status == 0) {
+    double gbps = 0;
+    ASSERT_EQ(std::sscanf(r.out.c_str(), "hbm_read_gbps %lf", &gbps), 1) << r.out;
+    EXPECT_GT(gbps, 0.0) << r.out;
+  } else {
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_TRUE(r.out.find("no CUDA device") != std::string::npos ||
+                r.out.find("no CUDA support") != std::string::npos)
+        << r.out;
+  }
 }
 
 }  // namespace
