@@ -4,13 +4,11 @@
 // decode steps left every later kernel boundary of that process ~0.45 us longer (llama3.1-8b
 // batch 1 without PDL 4.60 -> 4.74 ms/token, qwen3-0.6b batch 8 1.19 -> 1.30;
 // docs/perf-notes.md item 35), which no user's process pays.
-#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
