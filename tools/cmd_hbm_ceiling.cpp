@@ -1,9 +1,9 @@
 // `megaops hbm-ceiling`: the HBM read ceiling of one GPU (kernels/hbm_read.cuh), printed as
 // "hbm_read_gbps VALUE". `bench` and `bench-matmul` run it as a child process
-// (measure_hbm_ceiling_isolated): launching the ceiling kernel in the process that then times
-// decode steps left every later kernel boundary of that process ~0.45 us longer (llama3.1-8b
-// batch 1 without PDL 4.60 -> 4.74 ms/token, qwen3-0.6b batch 8 1.19 -> 1.30;
-// docs/perf-notes.md item 35), which no user's process pays.
+// (measure_hbm_ceiling_isolated): the ceiling measurement (22 launches of the read kernel between
+// timing events) run in the process that then times decode steps left every later kernel boundary
+// of that process ~0.45 us longer (llama3.1-8b batch 1 without PDL 4.60 -> 4.74 ms/token,
+// qwen3-0.6b batch 8 1.19 -> 1.30; docs/perf-notes.md item 35), which no user's process pays.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,7 +72,7 @@ Runner add_hbm_ceiling(CLI::App& app) {
 }
 
 double measure_hbm_ceiling_isolated(int64_t mb, int iterations, int device) {
-  check_ceiling_options(mb, iterations);
+  // The options are checked once, by the child (its error line goes to this stderr).
   std::error_code ec;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec) throw Error("hbm ceiling: cannot find this executable (/proc/self/exe): " + ec.message());
