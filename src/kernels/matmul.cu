@@ -299,13 +299,38 @@ bool is_aligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
-// Checks shared by both paths: 16-byte rows of x and W (vector loads), y aligned to its element.
+// True when the [m, k] fp32 buffers at a and b share a byte (b may be null).
+bool fold_rows_overlap(const float* a, const float* b, const MatmulParams& p) {
+  if (b == nullptr) return false;
+  const size_t bytes = static_cast<size_t>(p.m) * static_cast<size_t>(p.k) * sizeof(float);
+  const uintptr_t ua = reinterpret_cast<uintptr_t>(a), ub = reinterpret_cast<uintptr_t>(b);
+  return ua < ub + bytes && ub < ua + bytes;
+}
+
+// A folded norm (kernels/norm_fold.cuh) in place of x: 16-byte aligned rows (8-element vector
+// loads; k % 8 == 0 is checked for every matmul), eps >= 0 as add_rmsnorm asks, and residual_out
+// apart from what the other CTAs still read while CTA 0 writes it.
+cudaError_t validate_fold(const MatmulParams& p) {
+  const NormFold& f = p.fold;
+  if (f.residual == nullptr || !(f.eps >= 0.0f)) return cudaErrorInvalidValue;
+  if (!is_aligned(f.residual, 16) || !is_aligned(f.delta, 16) || !is_aligned(f.weight, 16) ||
+      !is_aligned(f.residual_out, 16))
+    return cudaErrorInvalidValue;
+  if (f.residual_out != nullptr && (fold_rows_overlap(f.residual_out, f.residual, p) ||
+                                    fold_rows_overlap(f.residual_out, f.delta, p)))
+    return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+// Checks shared by all paths: 16-byte rows of x and W (vector loads), y aligned to its element;
+// with a folded norm its buffers instead of x (which is then not read).
 cudaError_t validate(const MatmulParams& p) {
-  if (p.x == nullptr || p.w == nullptr || p.y == nullptr) return cudaErrorInvalidValue;
-  if (p.m < 1 || p.n < 1 || p.k < 8 || p.k % 8 != 0) return cudaErrorInvalidValue;
-  if (p.ldx < p.k || p.ldx % 8 != 0 || p.ldy < p.n) return cudaErrorInvalidValue;
+  if (p.w == nullptr || p.y == nullptr) return cudaErrorInvalidValue;
+  if (p.m < 1 || p.n < 1 || p.k < 8 || p.k % 8 != 0 || p.ldy < p.n) return cudaErrorInvalidValue;
   if (p.y_dtype != DType::BF16 && p.y_dtype != DType::F32) return cudaErrorInvalidValue;
-  if (!is_aligned(p.x, 16) || !is_aligned(p.w, 16) || !is_aligned(p.y, dtype_size(p.y_dtype)))
+  if (!is_aligned(p.w, 16) || !is_aligned(p.y, dtype_size(p.y_dtype))) return cudaErrorInvalidValue;
+  if (p.fold.on()) return validate_fold(p);
+  if (p.x == nullptr || p.ldx < p.k || p.ldx % 8 != 0 || !is_aligned(p.x, 16))
     return cudaErrorInvalidValue;
   return cudaSuccess;
 }
@@ -492,6 +517,9 @@ MatmulContext::~MatmulContext() {
 // the rule: kernels/matmul_dispatch.h (the planner reads it too).
 
 MatmulPath MatmulContext::path(const MatmulParams& p) const {
+  // A folded norm runs only on the streaming kernel's bulk version: there wherever it can run
+  // (ahead of the knobs); elsewhere the rule's path, whose launcher refuses the fold.
+  if (p.fold.on() && stream_bulk_ && matmul_stream_fits(p.m, p.k)) return MatmulPath::Stream;
   if (forced_path_ == MatmulPath::SmallM)
     return p.m <= MATMUL_SMALL_M_MAX ? MatmulPath::SmallM : MatmulPath::CublasLt;
   if (forced_path_ == MatmulPath::CublasLt) return MatmulPath::CublasLt;
@@ -520,6 +548,7 @@ namespace {
 // Launches run_small_m's kernel, or with `footprint` set only describes that launch.
 cudaError_t small_m_dispatch(const MatmulParams& p, KernelFootprint* footprint) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
+  if (p.fold.on()) return cudaErrorNotSupported;  // only the streaming kernel's bulk version folds
   if (p.m > MATMUL_SMALL_M_MAX || p.max_ctas < 0) return cudaErrorInvalidValue;
   int sm_count = 0;
   if (const cudaError_t err = current_device_attribute(cudaDevAttrMultiProcessorCount, &sm_count);
@@ -552,8 +581,9 @@ cudaError_t stream_dispatch(const MatmulParams& p, int stages, bool bulk,
                             KernelFootprint* footprint) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
   if (p.max_ctas < 0) return cudaErrorInvalidValue;
-  const StreamMatmulArgs a{p.x,   p.ldx, p.w, p.y, p.ldy, p.m, p.n, p.k, p.y_dtype == DType::F32,
-                           p.sync};
+  if (p.fold.on() && !bulk) return cudaErrorNotSupported;  // the ring version does not fold
+  const StreamMatmulArgs a{p.x,    p.ldx, p.w, p.y, p.ldy, p.m, p.n, p.k, p.y_dtype == DType::F32,
+                           p.sync, p.fold};
   return launch_matmul_stream(a, p.max_ctas, stages, p.launch, footprint, bulk);
 }
 
@@ -652,8 +682,9 @@ bool stream_capturing(cudaStream_t s) {
 
 cudaError_t MatmulContext::run_cublaslt(const MatmulParams& p) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
-  // cuBLASLt has no tile hooks (docs/overlap-design.md decision 5 is not implemented yet).
-  if (sync_requested(p.sync)) return cudaErrorNotSupported;
+  // cuBLASLt has no tile hooks (docs/overlap-design.md decision 5 is not implemented yet), and
+  // cannot fold a norm into its prologue.
+  if (sync_requested(p.sync) || p.fold.on()) return cudaErrorNotSupported;
   LtProblem pr;
   if (const cudaError_t err = make_lt_problem(p, workspace_bytes_, &pr); err != cudaSuccess)
     return err;

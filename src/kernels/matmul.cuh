@@ -16,13 +16,14 @@
 #include "core/dtype.h"
 #include "kernels/common.cuh"
 #include "kernels/matmul_dispatch.h"
+#include "kernels/norm_fold.cuh"
 #include "kernels/tile_sync.cuh"
 #include "runtime/device_memory.h"
 
 namespace megaops {
 
 struct MatmulParams {
-  const bf16* x = nullptr;  // [m, k], row stride ldx elements
+  const bf16* x = nullptr;  // [m, k], row stride ldx elements; unused (may be null) with `fold` on
   int64_t ldx = 0;
   const bf16* w = nullptr;  // [n, k], contiguous
   void* y = nullptr;        // [m, n], row stride ldy elements, dtype y_dtype
@@ -35,6 +36,13 @@ struct MatmulParams {
   // Small-m path only: overlap hooks (kernels/tile_sync.cuh); the cuBLASLt path rejects a set
   // sync with cudaErrorNotSupported, it has no hooks.
   TileSync sync;
+  // The residual add + RMSNorm that produces x, folded into this matmul (kernels/norm_fold.cuh):
+  // with fold.on() the kernel ignores x / ldx and computes x = the normalised rows of
+  // fold.residual (+ fold.delta), k elements each, itself; CTA 0 writes fold.residual_out. Only
+  // the streaming kernel's bulk version folds: run_small_m, run_cublaslt and run_stream on the
+  // cp.async ring return cudaErrorNotSupported. Needs 16-byte aligned fold buffers and
+  // residual_out not overlapping residual or delta (else cudaErrorInvalidValue).
+  NormFold fold;
   LaunchOptions launch;
 };
 
@@ -63,7 +71,8 @@ class MatmulContext {
   // Dispatches on the shape; returns the launch status. Invalid shapes give
   // cudaErrorInvalidValue.
   cudaError_t run(const MatmulParams& p);
-  // The path run(p) takes.
+  // The path run(p) takes. With p.fold on: the streaming kernel where its bulk version can run
+  // (stream_bulk() and matmul_stream_fits), else the rule's path (which refuses the fold).
   MatmulPath path(const MatmulParams& p) const;
 
   // Forces a path (tests and benchmarks). run_stream needs m <= 2 and a k whose x fits its

@@ -40,6 +40,7 @@
 #include <cstdint>
 
 #include "kernels/matmul_stream.cuh"
+#include "kernels/rmsnorm_row.cuh"
 
 namespace megaops {
 
@@ -264,7 +265,10 @@ __global__ void __launch_bounds__(ST_THREADS, 1)
 //     contiguous bytes (no bank conflict);
 //   - a row's partial sums meet once per row block: a shuffle over the 16 lanes of a half warp,
 //     then the eight warps' partials through shared memory (double-buffered by row block, one
-//     named barrier of the consumer warps), summed in warp order by warp 0.
+//     named barrier of the consumer warps), summed in warp order by warp 0;
+//   - it alone can fold the residual add + RMSNorm before it (a.fold, kernels/norm_fold.cuh): the
+//     prologue computes x from the residual rows instead of reading it (bulk_fold_x), while the
+//     weights already stream into the ring.
 // Measured (bench/results/2026-11-30-s9-call1, -call2; H200, m = 1, 4 slots): faster than the
 // ring on every model shape (8B QKV 15.9 vs 17.8 us, O 11.8 vs 13.3, gate_up 63.0 vs 67.4; 1B
 // gate_up 20.7 vs 24.1) and than cuBLASLt on the QKV / O / small down projections (8B O 11.7 vs
@@ -333,6 +337,66 @@ __device__ __forceinline__ void bulk_issue_stage(const StreamMatmulArgs& a, bf16
     bulk_copy(slot_base + r * ST_KC, a.w + static_cast<int64_t>(row0 + r) * a.k + k0, bytes, full);
 }
 
+// x for the bulk kernel with a folded norm (kernels/norm_fold.cuh): row b < m is
+// bf16(r / sqrt(mean(r^2) + eps) * weight) with r = residual + delta, widened to fp32 into xlo /
+// xhi (their layout: chunk c of row b at b * chunks_per_row + c, elements 8c..8c+3 in xlo, the rest
+// in xhi), zero past k and past m; CTA 0 also writes r to residual_out. add_rmsnorm's arithmetic on
+// add_rmsnorm's threads (kernels/rmsnorm_row.cuh): thread t < RMSNORM_THREADS (the consumer warps)
+// owns vectors t, t + RMSNORM_THREADS, ... of each row, so x and r match its output bit for bit.
+// r waits in xlo / xhi between the passes (same thread, same addresses: no barrier). Every thread
+// of the CTA calls it (the block sums' barriers); the producer warp adds zeros. `scratch`:
+// RMSNORM_WARPS floats of shared memory nobody else uses until the barrier after this.
+template <int M>
+__device__ __forceinline__ void bulk_fold_x(const StreamMatmulArgs& a, float* xlo, float* xhi,
+                                            int chunks_per_row, float* scratch) {
+  static_assert(RMSNORM_THREADS == BK_WARPS * 32, "the consumer warps are add_rmsnorm's CTA");
+  const NormFold& f = a.fold;
+  const int vecs = a.k / 8;
+  const bool owner = threadIdx.x < RMSNORM_THREADS;
+  const uint4* weight = reinterpret_cast<const uint4*>(f.weight);
+  for (int b = 0; b < M; ++b) {  // b < a.m is the same on every thread
+    float4* lo = reinterpret_cast<float4*>(xlo) + b * chunks_per_row;
+    float4* hi = reinterpret_cast<float4*>(xhi) + b * chunks_per_row;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int v = (b < a.m ? vecs : 0) + static_cast<int>(threadIdx.x); v < chunks_per_row;
+         v += BK_THREADS)
+      lo[v] = hi[v] = zero;
+    if (b >= a.m) continue;
+    const int64_t row = static_cast<int64_t>(b) * a.k;
+    const float4* res = reinterpret_cast<const float4*>(f.residual + row);
+    const float4* delta = f.delta ? reinterpret_cast<const float4*>(f.delta + row) : nullptr;
+    float4* res_out = blockIdx.x == 0 && f.residual_out
+                          ? reinterpret_cast<float4*>(f.residual_out + row)
+                          : nullptr;
+    float sumsq = 0.0f;
+    if (owner) {
+      for (int v = threadIdx.x; v < vecs; v += RMSNORM_THREADS) {
+        float4 r0 = res[2 * v], r1 = res[2 * v + 1];
+        if (delta) {
+          const float4 d0 = delta[2 * v], d1 = delta[2 * v + 1];
+          const float d[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
+          rmsnorm_add8(r0, r1, d);
+        }
+        if (res_out) {
+          res_out[2 * v] = r0;
+          res_out[2 * v + 1] = r1;
+        }
+        sumsq = rmsnorm_sumsq8(sumsq, r0, r1);
+        lo[v] = r0;
+        hi[v] = r1;
+      }
+    }
+    const float inv_rms = rmsnorm_inv_rms(rmsnorm_block_sum(sumsq, scratch), a.k, f.eps);
+    if (owner) {
+      for (int v = threadIdx.x; v < vecs; v += RMSNORM_THREADS) {
+        const uint4 o = rmsnorm_scale8(lo[v], hi[v], weight[v], inv_rms);
+        lo[v] = make_float4(bf16_lo(o.x), bf16_hi(o.x), bf16_lo(o.y), bf16_hi(o.y));
+        hi[v] = make_float4(bf16_lo(o.z), bf16_hi(o.z), bf16_lo(o.w), bf16_hi(o.w));
+      }
+    }
+  }
+}
+
 // The site of an injected delay in the bulk kernel's ring: (CTA, stage, warp; the producer is
 // warp BK_WARPS).
 __device__ __forceinline__ uint64_t ring_delay_site(int t, int warp) {
@@ -389,14 +453,20 @@ __global__ void __launch_bounds__(BK_THREADS, 1)
   __syncwarp();  // the producer warp reconverges before the CTA-wide barriers below
   tile_sync_wait(a.sync, step);
 
-  // x (the predecessor's output: ordinary coherent loads, after the wait), zero past m and k.
+  // x (the predecessor's output: ordinary coherent loads, after the wait), zero past m and k; with
+  // a folded norm, computed from the residual rows (the predecessors' outputs, read the same way).
+  // The producer lane issues nothing here (the ring is full until the consumers release a slot).
   const int x_chunks_per_row = kpad / 8;
-  for (int i = threadIdx.x; i < M * x_chunks_per_row; i += BK_THREADS) {
-    const uint4 v = x_chunk(a, i, x_chunks_per_row);
-    reinterpret_cast<float4*>(xlo)[i] =
-        make_float4(bf16_lo(v.x), bf16_hi(v.x), bf16_lo(v.y), bf16_hi(v.y));
-    reinterpret_cast<float4*>(xhi)[i] =
-        make_float4(bf16_lo(v.z), bf16_hi(v.z), bf16_lo(v.w), bf16_hi(v.w));
+  if (a.fold.on()) {
+    bulk_fold_x<M>(a, xlo, xhi, x_chunks_per_row, red);  // red is free until the main loop
+  } else {
+    for (int i = threadIdx.x; i < M * x_chunks_per_row; i += BK_THREADS) {
+      const uint4 v = x_chunk(a, i, x_chunks_per_row);
+      reinterpret_cast<float4*>(xlo)[i] =
+          make_float4(bf16_lo(v.x), bf16_hi(v.x), bf16_lo(v.y), bf16_hi(v.y));
+      reinterpret_cast<float4*>(xhi)[i] =
+          make_float4(bf16_lo(v.z), bf16_hi(v.z), bf16_lo(v.w), bf16_hi(v.w));
+    }
   }
   pdl_launch_dependents();
   __syncthreads();
@@ -590,6 +660,7 @@ cudaError_t launch_matmul_stream(const StreamMatmulArgs& a, int max_ctas, int st
                                  const LaunchOptions& opt, KernelFootprint* footprint, bool bulk) {
   if (!matmul_stream_fits(a.m, a.k)) return cudaErrorInvalidValue;
   if (bulk && !matmul_stream_bulk_supported()) return cudaErrorNotSupported;
+  if (a.fold.on() && !bulk) return cudaErrorNotSupported;  // the ring version does not fold
   return a.y_f32 ? launch_stream_out<float>(a, max_ctas, stages, opt, footprint, bulk)
                  : launch_stream_out<bf16>(a, max_ctas, stages, opt, footprint, bulk);
 }

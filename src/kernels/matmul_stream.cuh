@@ -10,12 +10,13 @@
 
 #include "kernels/common.cuh"
 #include "kernels/matmul_dispatch.h"
+#include "kernels/norm_fold.cuh"
 #include "kernels/tile_sync.cuh"
 
 namespace megaops {
 
 struct StreamMatmulArgs {
-  const bf16* x;  // [m, ldx]
+  const bf16* x;  // [m, ldx]; unused with the fold on
   int64_t ldx;
   const bf16* w;  // [n, k]
   void* y;        // [m, ldy], bf16 or fp32 (y_f32)
@@ -23,6 +24,9 @@ struct StreamMatmulArgs {
   int m, n, k;
   bool y_f32;
   TileSync sync;
+  // On (fold.on()): x is not read but computed in the prologue from the fold's residual rows
+  // (row stride k), with add_rmsnorm's arithmetic (kernels/norm_fold.cuh). Bulk version only.
+  NormFold fold;
 };
 
 // Launches (footprint == null) or describes the launch (footprint set). The caller has validated
@@ -31,7 +35,8 @@ struct StreamMatmulArgs {
 // (matmul_stream_fits) get cudaErrorInvalidValue.
 // bulk: the bulk-copy version (sm_90 only, else cudaErrorNotSupported; its default ring is 4
 // slots): a producer warp fills the ring with one cp.async.bulk per 2 KB row slice, and the
-// consumer warps reuse each x value for four rows (matmul_stream.cu).
+// consumer warps reuse each x value for four rows (matmul_stream.cu). Only the bulk version folds
+// a norm (a.fold on): the ring version returns cudaErrorNotSupported for it.
 cudaError_t launch_matmul_stream(const StreamMatmulArgs& a, int max_ctas, int stages,
                                  const LaunchOptions& opt, KernelFootprint* footprint,
                                  bool bulk = false);

@@ -3,15 +3,15 @@
 // just wrote (same threads, same addresses: no extra synchronisation needed, and the row is hot in
 // L1/L2) and writes the normalised bf16 output. Loads are 8 elements wide, so n % 8 == 0. The
 // kernel is instantiated per delta type (bf16 or fp32); without a delta either instance works.
+// The row's arithmetic lives in kernels/rmsnorm_row.cuh, shared with the matmul that folds this
+// op (kernels/norm_fold.cuh), which must compute the same bits.
 #include <type_traits>
 
 #include "kernels/rmsnorm.cuh"
+#include "kernels/rmsnorm_row.cuh"
 
 namespace megaops {
 namespace {
-
-constexpr int RMSNORM_THREADS = 256;
-constexpr int RMSNORM_WARPS = RMSNORM_THREADS / 32;
 
 // The delta input of type DeltaT (null when absent or of the other type).
 template <typename DeltaT>
@@ -35,21 +35,6 @@ __device__ __forceinline__ void load8(const float* row, int v, float* f) {
   f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
 }
 
-// Sum over the CTA; every thread gets the result. `scratch` holds one float per warp.
-__device__ float block_sum(float v, float* scratch) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < RMSNORM_WARPS ? scratch[lane] : 0.0f;
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-  // A persistent caller runs the next row right away: keep its scratch writes behind these reads.
-  __syncthreads();
-  return v;
-}
-
 // One tile = one row; must be called by all RMSNORM_THREADS threads of the CTA. DeltaT is the type
 // of the delta input (bf16: p.delta, float: p.delta_f32); with neither set, any DeltaT works.
 template <typename DeltaT>
@@ -65,30 +50,19 @@ __device__ void add_rmsnorm_row(const AddRmsNormParams& p, int row) {
     if (delta) {
       float d[8];
       load8(delta, v, d);
-      a.x += d[0], a.y += d[1], a.z += d[2], a.w += d[3];
-      b.x += d[4], b.y += d[5], b.z += d[6], b.w += d[7];
+      rmsnorm_add8(a, b, d);
       res[2 * v] = a;
       res[2 * v + 1] = b;
     }
-    sumsq += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
-    sumsq += b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+    sumsq = rmsnorm_sumsq8(sumsq, a, b);
   }
   if (!p.out) return;
-  const float total = block_sum(sumsq, scratch);
-  const float inv_rms = rsqrtf(total / static_cast<float>(p.n) + p.eps);
+  const float inv_rms = rmsnorm_inv_rms(rmsnorm_block_sum(sumsq, scratch), p.n, p.eps);
   const uint4* weight = reinterpret_cast<const uint4*>(p.weight);
   uint4* out = reinterpret_cast<uint4*>(p.out + static_cast<int64_t>(row) * p.n);
   for (int v = threadIdx.x; v < vecs; v += RMSNORM_THREADS) {
     const float4 a = res[2 * v], b = res[2 * v + 1];
-    float w[8];
-    bf16x8_to_float(weight[v], w);
-    uint4 o_raw;
-    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(&o_raw);
-    o[0] = __floats2bfloat162_rn(a.x * inv_rms * w[0], a.y * inv_rms * w[1]);
-    o[1] = __floats2bfloat162_rn(a.z * inv_rms * w[2], a.w * inv_rms * w[3]);
-    o[2] = __floats2bfloat162_rn(b.x * inv_rms * w[4], b.y * inv_rms * w[5]);
-    o[3] = __floats2bfloat162_rn(b.z * inv_rms * w[6], b.w * inv_rms * w[7]);
-    out[v] = o_raw;
+    out[v] = rmsnorm_scale8(a, b, weight[v], inv_rms);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "kernels/hbm_read.cuh"
 #include "kernels/matmul.cuh"
 #include "kernels/matmul_stream.cuh"
+#include "kernels/rmsnorm.cuh"
 #include "reference/ops.h"
 
 namespace megaops {
@@ -311,6 +312,249 @@ TEST(MatmulTest, StreamBulkRingSurvivesInjectedDelays) {
     }
   }
   EXPECT_EQ(trials, 27);  // 3 rings x (2 shapes at m = 1 + 1 at m = 2) x 3 seeds
+}
+
+// The first element where two downloads differ bit for bit, or -1.
+template <typename T>
+int64_t first_bit_difference(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return static_cast<int64_t>(i);
+  return -1;
+}
+
+// A [rows, n] output of `dtype` downloaded as floats.
+std::vector<float> download_floats(const Output& out) {
+  const std::vector<uint8_t> raw = out.buf.download();
+  std::vector<float> v(out.elems);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (out.dtype == DType::F32) {
+      std::memcpy(&v[i], &raw[i * 4], 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, &raw[i * 2], 2);
+      v[i] = bf16_to_float(h);
+    }
+  }
+  return v;
+}
+
+// One folded-norm case (kernels/norm_fold.cuh) on the bulk streaming kernel: (a) add_rmsnorm with
+// an fp32 delta on a copy of the residual, then the matmul on its bf16 output; (b) the same matmul
+// with the norm folded in, on the original residual, residual_out a separate poisoned buffer. The
+// fold promises add_rmsnorm's arithmetic, so y and residual_out must equal (a)'s output and updated
+// residual bit for bit; y is also held to the fp32 CPU oracle (norm, bf16 rounding of its output,
+// matmul) within the stream tests' tolerance, and r = residual + delta (one fp32 add) exactly.
+void check_norm_fold(MatmulContext& ctx, int m, int n, int k, bool with_delta, bool with_out,
+                     DType y_dtype, bool pdl, std::mt19937_64& rng) {
+  SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+               " delta=" + std::to_string(with_delta) +
+               " residual_out=" + std::to_string(with_out) + " y=" + dtype_name(y_dtype) +
+               " pdl=" + std::to_string(pdl));
+  const size_t mk = size_t(m) * k;
+  const float eps = 1e-5f;
+  // About one huge channel in 512, as real residual streams have: each dominates its thread's
+  // partial sum of squares, so a change in the order of the sum moves the total (a flaw the bit
+  // checks below can see) far more often than with uniform values.
+  std::vector<float> residual = random_floats(mk, -3.f, 3.f, rng);
+  std::uniform_int_distribution<size_t> channel(0, mk - 1);
+  std::uniform_real_distribution<float> huge(30.f, 100.f);
+  for (size_t i = 0; i < mk / 512 + 1; ++i)
+    residual[channel(rng)] = (i % 2 ? -1.f : 1.f) * huge(rng);
+  const std::vector<float> delta = random_floats(mk, -1.f, 1.f, rng);
+  const std::vector<uint16_t> gain_bits = to_bf16_bits(random_floats(k, 0.5f, 1.5f, rng));
+  std::vector<float> w = random_floats(size_t(n) * k, -1.f, 1.f, rng);
+  round_to_bf16(w.data(), w.size());
+
+  DeviceBuffer<float> res_norm(mk), res_fold(mk), res_out(mk), delta_dev(mk);
+  DeviceBuffer<uint16_t> gain_dev(k), w_dev(size_t(n) * k), x_dev(mk);
+  res_norm.upload(residual);
+  res_fold.upload(residual);
+  delta_dev.upload(delta);
+  gain_dev.upload(gain_bits);
+  w_dev.upload(to_bf16_bits(w));
+  res_out.poison();
+  x_dev.poison();
+  Output y_norm(y_dtype, m, n), y_fold(y_dtype, m, n);
+  const bf16* gain = reinterpret_cast<const bf16*>(gain_dev.ptr);
+
+  AddRmsNormParams np;
+  np.residual = res_norm.ptr;
+  np.delta_f32 = with_delta ? delta_dev.ptr : nullptr;
+  np.weight = gain;
+  np.out = reinterpret_cast<bf16*>(x_dev.ptr);
+  np.rows = m;
+  np.n = k;
+  np.eps = eps;
+  ASSERT_EQ(launch_add_rmsnorm(np), cudaSuccess);
+  MatmulParams p;
+  p.x = reinterpret_cast<const bf16*>(x_dev.ptr);
+  p.ldx = k;
+  p.w = reinterpret_cast<const bf16*>(w_dev.ptr);
+  p.y = y_norm.buf.ptr;
+  p.ldy = n;
+  p.y_dtype = y_dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.launch.pdl = pdl;
+  ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
+
+  MatmulParams q = p;
+  q.x = nullptr;
+  q.ldx = 0;
+  q.y = y_fold.buf.ptr;
+  q.fold.residual = res_fold.ptr;
+  q.fold.delta = with_delta ? delta_dev.ptr : nullptr;
+  q.fold.weight = gain;
+  q.fold.residual_out = with_out ? res_out.ptr : nullptr;
+  q.fold.eps = eps;
+  ASSERT_EQ(ctx.path(q), MatmulPath::Stream);
+  ASSERT_EQ(ctx.run_stream(q), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  const std::vector<uint8_t> y_norm_raw = y_norm.buf.download(), y_fold_raw = y_fold.buf.download();
+  EXPECT_EQ(first_bit_difference(y_fold_raw, y_norm_raw), -1)
+      << "folded y differs from norm-then-matmul (first differing byte)";
+  std::vector<float> r = residual;
+  if (with_delta) ref::add(residual.data(), delta.data(), r.data(), mk);
+  const std::vector<float> r_norm = res_norm.download();
+  EXPECT_EQ(first_bit_difference(r_norm, r), -1) << "add_rmsnorm's residual != residual + delta";
+  const std::vector<float> r_out = res_out.download();
+  if (with_out) {
+    EXPECT_EQ(first_bit_difference(r_out, r_norm), -1) << "residual_out != add_rmsnorm's residual";
+  } else {
+    EXPECT_TRUE(std::all_of(r_out.begin(), r_out.end(), [](float v) { return std::isnan(v); }))
+        << "residual_out written although null";
+  }
+  EXPECT_EQ(first_bit_difference(res_fold.download(), residual), -1) << "the fold wrote residual";
+
+  std::vector<float> xn(mk), ref_y(size_t(m) * n);
+  const std::vector<float> gain_f = from_bf16_bits(gain_bits);
+  ref::rmsnorm(r.data(), gain_f.data(), xn.data(), m, k, eps);
+  round_to_bf16(xn.data(), xn.size());
+  ref::matmul(xn.data(), w.data(), ref_y.data(), m, k, n);
+  const std::vector<float> got = download_floats(y_fold);
+  const double tol = y_dtype == DType::F32 ? F32_OUT_TOL : BF16_OUT_TOL;
+  EXPECT_LE(rel_error(got.data(), ref_y.data(), got.size()), tol);
+}
+
+// The norm folded into the bulk streaming kernel against add_rmsnorm then the same kernel
+// (check_norm_fold): m = 1 and 2; the model shapes' k (1024-16384) and n (QKV / O widths), n not a
+// multiple of the 8-row block, k not a multiple of the 1024-wide stage nor of 8 x 256 (2056: one
+// thread owns two vectors, the others one), a one-CTA grid (n = 9); with and without delta and
+// residual_out, fp32 and bf16 y, with and without PDL.
+TEST(MatmulTest, StreamNormFoldMatchesNormThenMatmul) {
+  MEGAOPS_REQUIRE_GPU();
+  if (!matmul_stream_bulk_supported()) GTEST_SKIP() << "the fold needs the bulk version (sm_90)";
+  std::mt19937_64 rng(test_seed() + 12);
+  MatmulContext ctx;
+  ctx.set_stream_bulk(true);
+  const int kn[][2] = {{1024, 4096}, {2048, 3072}, {4096, 6144}, {2048, 1001},
+                       {2056, 700},  {3080, 9},    {8192, 2048}, {16384, 520}};
+  int cases = 0;
+  for (int m = 1; m <= MATMUL_STREAM_M_MAX; ++m) {
+    for (const auto& [k, n] : kn) {
+      if (!matmul_stream_fits(m, k)) continue;  // m = 2, k = 16384: x does not fit
+      check_norm_fold(ctx, m, n, k, true, true, DType::F32, false, rng);
+      check_norm_fold(ctx, m, n, k, false, true, DType::F32, true, rng);
+      check_norm_fold(ctx, m, n, k, true, false, DType::BF16, true, rng);
+      cases += 3;
+    }
+  }
+  EXPECT_EQ(cases, 45);  // 3 cases x (8 shapes at m = 1 + 7 at m = 2)
+  // Many small problems. An arithmetic flaw that moves the fp32 sum of squares by an ulp changes x
+  // only where the bf16 rounding of r * inv_rms * w flips (about 1e-5 of the elements), so the bit
+  // checks need millions of elements to see one: 2.5 M here, cheap at n = 64 (fp32 y shows any
+  // flip of x). A fold that summed each vector's two halves in the other order failed 1-4 of the
+  // test's problems in each of 4 seeds (with residuals lacking the huge channels, in 2 of 3 seeds).
+  for (int trial = 0; trial < 200; ++trial)
+    check_norm_fold(ctx, 1 + trial % 2, 64, 8192, true, true, DType::F32, false, rng);
+}
+
+// A folded norm anywhere but the bulk streaming kernel is cudaErrorNotSupported (small-m,
+// cuBLASLt, the cp.async ring, and run() where the rule picks one of them); bad fold buffers are
+// cudaErrorInvalidValue on every path, ahead of that. Nothing is launched for either.
+TEST(MatmulTest, NormFoldRejectedOffTheBulkKernel) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed() + 13);
+  MatmulContext ctx;
+  const int m = 2, k = 64;
+  const Problem pr(m, 64, k, k, 64, rng);
+  Output out(DType::F32, pr.m, pr.ldy);
+  DeviceBuffer<float> res(size_t(m) * k), res_out(size_t(m) * k), delta(size_t(m) * k);
+  DeviceBuffer<uint16_t> gain(k);
+  res.upload(random_floats(res.n, -1.f, 1.f, rng));
+  delta.upload(random_floats(delta.n, -1.f, 1.f, rng));
+  gain.upload(to_bf16_bits(random_floats(k, 0.5f, 1.5f, rng)));
+  MatmulParams good = pr.params(out.buf.ptr, DType::F32, false);
+  good.x = nullptr;
+  good.ldx = 0;
+  good.fold.residual = res.ptr;
+  good.fold.delta = delta.ptr;
+  good.fold.weight = reinterpret_cast<const bf16*>(gain.ptr);
+  good.fold.residual_out = res_out.ptr;
+
+  ctx.set_stream_bulk(false);
+  EXPECT_EQ(ctx.run_small_m(good), cudaErrorNotSupported);
+  EXPECT_EQ(ctx.run_cublaslt(good), cudaErrorNotSupported);
+  EXPECT_EQ(ctx.run_stream(good), cudaErrorNotSupported);
+  EXPECT_EQ(ctx.run(good), cudaErrorNotSupported);
+  KernelFootprint fp;
+  EXPECT_EQ(MatmulContext::small_m_footprint(good, &fp), cudaErrorNotSupported);
+  EXPECT_EQ(ctx.stream_footprint(good, &fp), cudaErrorNotSupported);
+  const bool bulk = matmul_stream_bulk_supported();
+  if (bulk) {
+    ctx.set_stream_bulk(true);
+    EXPECT_EQ(ctx.path(good), MatmulPath::Stream);
+    EXPECT_EQ(ctx.stream_footprint(good, &fp), cudaSuccess);
+    EXPECT_EQ(ctx.run(good), cudaSuccess);
+    EXPECT_EQ(ctx.run_stream(good), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+
+  struct Bad {
+    const char* what;
+    MatmulParams p;
+  };
+  std::vector<Bad> bad;
+  auto add = [&](const char* what, auto mutate) {
+    MatmulParams p = good;
+    mutate(p);
+    bad.push_back({what, p});
+  };
+  add("residual_out == residual",
+      [](MatmulParams& p) { p.fold.residual_out = const_cast<float*>(p.fold.residual); });
+  add("residual_out overlaps residual",
+      [](MatmulParams& p) { p.fold.residual_out = const_cast<float*>(p.fold.residual) + 4; });
+  add("residual_out == delta",
+      [](MatmulParams& p) { p.fold.residual_out = const_cast<float*>(p.fold.delta); });
+  add("residual null", [](MatmulParams& p) { p.fold.residual = nullptr; });
+  add("residual misaligned", [](MatmulParams& p) { p.fold.residual += 1; });
+  add("delta misaligned", [](MatmulParams& p) { p.fold.delta += 2; });
+  add("weight misaligned", [](MatmulParams& p) { p.fold.weight += 1; });
+  add("residual_out misaligned", [](MatmulParams& p) { p.fold.residual_out += 3; });
+  add("k % 8 != 0", [](MatmulParams& p) { p.k = 60; });
+  add("eps < 0", [](MatmulParams& p) { p.fold.eps = -1e-5f; });
+  add("eps NaN", [](MatmulParams& p) { p.fold.eps = std::nanf(""); });
+  for (const Bad& b : bad) {
+    EXPECT_EQ(ctx.run_small_m(b.p), cudaErrorInvalidValue) << "small_m: " << b.what;
+    EXPECT_EQ(ctx.run_cublaslt(b.p), cudaErrorInvalidValue) << "cublaslt: " << b.what;
+    EXPECT_EQ(ctx.run(b.p), cudaErrorInvalidValue) << "run: " << b.what;
+    for (const bool v : stream_versions()) {
+      ctx.set_stream_bulk(v);
+      EXPECT_EQ(ctx.run_stream(b.p), cudaErrorInvalidValue)
+          << (v ? "stream-bulk: " : "stream: ") << b.what;
+    }
+  }
+  // A separate residual_out just past residual is fine (on the bulk kernel; elsewhere refused).
+  MatmulParams adjacent = good;
+  adjacent.m = 1;
+  adjacent.fold.residual_out = res.ptr + k;
+  ctx.set_stream_bulk(bulk);
+  EXPECT_EQ(ctx.run_stream(adjacent), bulk ? cudaSuccess : cudaErrorNotSupported);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 TEST(MatmulTest, CublasLtMatchesReferenceOnAwkwardShapes) {
