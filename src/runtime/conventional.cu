@@ -88,7 +88,8 @@ struct OverlapOp {
   std::string name;
   bool cappable = false;
   std::function<cudaError_t(int cap, KernelFootprint*)> footprint;
-  std::function<cudaError_t(int cap, const TileSync&, cudaStream_t)> launch;
+  // pdl: launched as a programmatic dependent of the kernel before it on the stream (the chain).
+  std::function<cudaError_t(int cap, const TileSync&, bool pdl, cudaStream_t)> launch;
   int cap = 0;   // chosen budget (launch argument)
   int ctas = 0;  // CTAs launched with that budget
   // A vendor (cuBLASLt) kernel: stream-ordered below, or with chunks behind a gate
@@ -105,6 +106,9 @@ struct OverlapOp {
   int stream = 0;
   bool waits = false;
   bool signals = false;
+  // A norm folded into the matmul after it (ExecutorOptions::overlap_fold_norms): it keeps its
+  // name and counter id but launches nothing; the matmul waits where the norm would have.
+  bool folded = false;
 };
 
 // Everything the overlap backend owns, set up on first use (so a conventional executor allocates
@@ -126,6 +130,9 @@ struct OverlapState {
   std::vector<int> region_of;
   std::vector<char> region_serial;
   float* resid = nullptr;  // residual stream [max_batch, h], updated in place by the norms
+  // With norms folded into their matmuls: the second residual buffer. A folded norm's matmul
+  // reads one and its CTA 0 writes the sum into the other (its other CTAs still read the first).
+  float* resid_alt = nullptr;
   std::vector<OverlapLayer> layers;
   bf16* final_normed = nullptr;
   int sms = 0;
@@ -679,6 +686,8 @@ void ConventionalExecutor::Impl::setup_overlap() {
   const size_t ws =
       decode_attention_workspace_floats(opt.max_batch, cfg.num_heads, cfg.head_dim, opt.max_seq);
   st->resid = mem.alloc_array<float>("overlap residual", B * h);
+  if (opt.overlap_pdl_chain && opt.overlap_fold_norms)
+    st->resid_alt = mem.alloc_array<float>("overlap residual (second buffer)", B * h);
   st->layers.resize(cfg.num_layers);
   for (int l = 0; l < cfg.num_layers; ++l) {
     OverlapLayer& L = st->layers[l];
@@ -757,13 +766,13 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       return footprint(params, cap, f);
     };
     // Never PDL (ExecutorOptions), except in the PDL chain, and there only for an op that waits
-    // on its producer's counter: the others (after a vendor GEMM, a region's barrier or the fork)
-    // keep a plain launch, which starts after everything before it on the stream has completed.
-    const bool chain = opt.overlap_pdl_chain;
-    op.launch = [params, launch, chain](int cap, const TileSync& sync, cudaStream_t s) {
+    // on its producer (record_overlap_step says which): the others (after a vendor GEMM, a
+    // region's barrier or the fork) keep a plain launch, which starts after everything before it
+    // on the stream has completed.
+    op.launch = [params, launch](int cap, const TileSync& sync, bool pdl, cudaStream_t s) {
       auto q = params;
       q.sync = sync;
-      q.launch = LaunchOptions{s, chain && sync.wait_counter[0] != nullptr};
+      q.launch = LaunchOptions{s, pdl};
       return launch(q, cap);
     };
     ops.push_back(std::move(op));
@@ -790,9 +799,14 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   MatmulContext* mmc = mm.get();
   const bool same_arithmetic = opt.overlap_conventional_arithmetic;
   const int chunks = opt.overlap_vendor_chunks;
-  auto matmul_op = [&](const bf16* x, const bf16* w, float* y, int n, int k) {
-    const MatmulParams p = matmul_params(x, w, y, DType::F32, b, n, k);
-    // The conventional step's path, or with the v0 arithmetic always the small-m kernel.
+  const bool chain = opt.overlap_pdl_chain;
+  auto matmul_op = [&](const bf16* x, const bf16* w, float* y, int n, int k,
+                       const NormFold& fold = NormFold{}) {
+    MatmulParams p = matmul_params(x, w, y, DType::F32, b, n, k);
+    p.fold = fold;
+    // The conventional step's path (the chain's launches are PDL ones: the path of the
+    // conventional step with PDL), or with the v0 arithmetic always the small-m kernel.
+    p.launch.pdl = chain;
     const MatmulPath path = same_arithmetic ? mmc->path(p) : MatmulPath::SmallM;
     if (path == MatmulPath::CublasLt) {
       // The conventional step's cuBLASLt call, unmodified: one launch in stream order, or with
@@ -807,7 +821,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       op.stream_ordered = chunks == 1;
       op.footprint = [](int, KernelFootprint* f) { return tile_gate_footprint(f); };
       if (op.stream_ordered) {
-        op.launch = [p, mmc](int, const TileSync&, cudaStream_t s) {
+        op.launch = [p, mmc](int, const TileSync&, bool, cudaStream_t s) {
           MatmulParams q = p;
           q.launch = LaunchOptions{s, false};
           return mmc->run_cublaslt(q);
@@ -815,7 +829,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
         ops.push_back(std::move(op));
         return;
       }
-      op.launch = [p, mmc, chunks](int, const TileSync& sync, cudaStream_t s) {
+      op.launch = [p, mmc, chunks](int, const TileSync& sync, bool, cudaStream_t s) {
         // No wait: stream order or the barrier before it already ordered the producer.
         if (sync.wait_counter[0] != nullptr)
           if (const cudaError_t err = launch_tile_gate(sync, s); err != cudaSuccess) return err;
@@ -850,9 +864,47 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     add_capped(p, MatmulContext::small_m_footprint,
                [mmc](const MatmulParams& q) { return mmc->run_small_m(q); });
   };
+  // The residual stream: the norms update it in place; a folded norm's matmul reads it and
+  // writes the sum into the other buffer, which becomes the stream.
+  float* resid = st.resid;
   auto norm_op = [&](const float* delta_in, const bf16* w, bf16* out) {
-    const AddRmsNormParams p = add_rmsnorm_params(st.resid, delta_in, w, out, b);
+    const AddRmsNormParams p = add_rmsnorm_params(resid, delta_in, w, out, b);
     add_fixed(p, add_rmsnorm_footprint, launch_add_rmsnorm);
+  };
+  // A norm and the matmul that reads its output: in the PDL chain with
+  // ExecutorOptions::overlap_fold_norms, where the matmul runs on the bulk streaming kernel
+  // (the only one that folds, kernels/norm_fold.cuh), the norm becomes a placeholder op that
+  // launches nothing and the matmul computes it in its prologue, bit for bit.
+  auto norm_matmul_op = [&](const float* delta_in, const bf16* ln, bf16* normed, const bf16* w,
+                            float* y, int n) {
+    MatmulParams q = matmul_params(normed, w, y, DType::F32, b, n, h);
+    q.launch.pdl = chain;
+    const bool fold = st.resid_alt != nullptr && same_arithmetic &&
+                      mmc->path(q) == MatmulPath::Stream && mmc->stream_bulk();
+    if (!fold) {
+      norm_op(delta_in, ln, normed);
+      matmul_op(normed, w, y, n, h);
+      return;
+    }
+    OverlapOp op;
+    op.name = st.op_names[ops.size()];
+    op.folded = true;
+    op.footprint = [](int, KernelFootprint* f) {
+      f->ctas = 0;
+      f->blocks_per_sm = 1;
+      return cudaSuccess;
+    };
+    op.launch = [](int, const TileSync&, bool, cudaStream_t) { return cudaSuccess; };
+    ops.push_back(std::move(op));
+    float* next = resid == st.resid ? st.resid_alt : st.resid;
+    NormFold f;
+    f.residual = resid;
+    f.delta = delta_in;
+    f.weight = ln;
+    f.residual_out = next;
+    f.eps = cfg.rms_norm_eps;
+    matmul_op(nullptr, w, y, n, h, f);
+    resid = next;
   };
 
   auto silu_op = [&](const float* gu, bf16* act) {
@@ -869,8 +921,8 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   for (int l = 0; l < cfg.num_layers; ++l) {
     const LayerWeights& W = layers[l];
     const OverlapLayer& A = st.layers[l];
-    norm_op(l == 0 ? nullptr : st.layers[l - 1].down, W.ln1, A.n1);
-    matmul_op(A.n1, W.wqkv, A.qkv, qd + 2 * kvd, h);
+    norm_matmul_op(l == 0 ? nullptr : st.layers[l - 1].down, W.ln1, A.n1, W.wqkv, A.qkv,
+                   qd + 2 * kvd);
     add_capped(qkv_rope_params(W, A.qkv, A.q, dec_pos, dec_slots, b), qkv_rope_footprint,
                launch_qkv_rope);
     DecodeAttentionParams ap = decode_attention_params(W, A.q, A.attn, A.ws, dec_slots, dec_ctx, b);
@@ -888,8 +940,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
           },
           launch_decode_attention_split);
       matmul_op(A.attn, W.wo, A.o, h, qd);
-      norm_op(A.o, W.ln2, A.n2);
-      matmul_op(A.n2, W.wgu, A.gu, 2 * inter, h);
+      norm_matmul_op(A.o, W.ln2, A.n2, W.wgu, A.gu, 2 * inter);
       silu_op(A.gu, A.act);
       matmul_op(A.act, W.wdown, A.down, h, inter);
       continue;
@@ -984,6 +1035,20 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
     ops[k].waits = sync[k].waits;
     ops[k].signals = sync[k].signals;
   }
+  // A folded norm (the chain only, W = 1: its matmul follows it on the one stream) hands its wait
+  // to its matmul, which waits for the norm's producer (record_overlap_step's sync_for); that
+  // producer signals exactly when the norm waited for it.
+  for (size_t k = 1; k + 1 < ops.size(); ++k)
+    if (ops[k].folded) {
+      ops[k + 1].waits = ops[k].waits;
+      ops[k].waits = false;
+      ops[k].signals = false;
+    }
+  // The chain's waits on the grid before (the default, ExecutorOptions::
+  // overlap_chain_counter_waits off): no op waits on a counter, so none signals; step_advance
+  // still brings every counter to the step's target.
+  if (opt.overlap_pdl_chain && !opt.overlap_chain_counter_waits)
+    for (OverlapOp& op : ops) op.signals = false;
   for (const OverlapOp& op : ops)
     if (op.ctas < 0 || static_cast<uint32_t>(op.ctas) > TILE_SYNC_STEP_SUM)
       throw Error("overlap: op '" + op.name + "' launches more CTAs than a counter step holds");
@@ -1014,11 +1079,16 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
                         "op '" + opt.overlap_drop_signal_op +
                             "' signals nothing: the op after it is ordered by stream or barrier");
   }
+  // The PDL chain waits on the grid before it (griddepcontrol.wait: the kernel launched before
+  // it on the stream, and through it every earlier one) unless told to wait on counters.
+  const bool grid_waits = opt.overlap_pdl_chain && !opt.overlap_chain_counter_waits;
   auto sync_for = [&](size_t k) {
     TileSync s;
     s.step = st.step;
-    if (ops[k].waits) {
-      s.wait_counter[0] = st.counters + (k - 1);
+    if (ops[k].waits && !grid_waits) {
+      // The producer: the op before, or before a folded norm the op before that.
+      const size_t src = ops[k - 1].folded ? k - 2 : k - 1;
+      s.wait_counter[0] = st.counters + src;
       s.wait_target_per_step[0] = TILE_SYNC_STEP_SUM;
     }
     s.signal_counter = ops[k].signals && k != drop ? st.counters + k : nullptr;
@@ -1029,7 +1099,9 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
     return s;
   };
   auto run = [&](size_t k, cudaStream_t s) {
-    const cudaError_t err = ops[k].launch(ops[k].cap, sync_for(k), s);
+    // In the chain an op that waits is a programmatic dependent of the kernel before it.
+    const bool pdl = opt.overlap_pdl_chain && ops[k].waits;
+    const cudaError_t err = ops[k].launch(ops[k].cap, sync_for(k), pdl, s);
     if (err != cudaSuccess)
       throw DeviceError("overlap op '" + ops[k].name + "': " + cudaGetErrorString(err));
   };

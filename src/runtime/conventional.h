@@ -85,6 +85,16 @@ struct ExecutorOptions {
   // that wait on no counter (after a vendor GEMM, a barrier or the fork) and vendor GEMMs keep
   // plain launches: they start once everything before them on the stream has completed.
   bool overlap_pdl_chain = false;
+  // How a chain op waits for the op before it: on that kernel's grid (griddepcontrol.wait, the
+  // default) or on its tile counter (true). Measured (bench/results/2026-11-30-s16-call1, trace
+  // of one step): a grid handoff between two megaops kernels 0.6-0.7 us, a counter handoff 1.1-1.5
+  // us; qwen3-0.6b batch 1 0.848 vs 1.034 ms. Counters stay for waits on part of a tensor and
+  // for the multi-stream step; the watchdog only bounds counter waits.
+  bool overlap_chain_counter_waits = false;
+  // In the chain, each residual add + RMSNorm whose matmul runs on the bulk streaming kernel is
+  // folded into that matmul's prologue (kernels/norm_fold.cuh): the norm's op launches nothing.
+  // Same bits as unfolded.
+  bool overlap_fold_norms = true;
   // Test knobs (defaults off). Reverse: issue the streams' ops last stream first (consumers before
   // their producers; each stream's own order is kept, which stream semantics require). Delay: a
   // random delay in [0, max] ns before every signal, per (seed, op, CTA, step). Drop: the named op

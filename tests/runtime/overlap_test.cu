@@ -339,10 +339,12 @@ TEST(Overlap, ConsumerFirstIssueOrder) {
 }
 
 // The PDL chain (ExecutorOptions::overlap_pdl_chain): every own kernel launched with PDL on the
-// one stream, each waiting on its producer's counter instead of its grid's completion. Bit-equal
-// to the conventional step, eagerly and captured, with random producer delays (a consumer whose
-// CTAs start early must still wait), at batch 3 (small-m / streaming matmuls) and 12 (cuBLASLt,
-// stream-ordered, the op after it waiting for its completion); and rejected with W > 1.
+// one stream, each waiting on the grid before it (the default) or on its producer's counter,
+// with the norms folded into their streaming matmuls (the default; batch 1 runs the bulk
+// streaming kernel) or not. Bit-equal to the conventional step with PDL, eagerly and captured,
+// with random producer delays (a consumer whose CTAs start early must still wait), at batch 1,
+// 3 (small-m / streaming matmuls) and 12 (cuBLASLt, stream-ordered, the op after it waiting for
+// its completion); and rejected with W > 1.
 TEST(Overlap, PdlChainMatchesConventional) {
   MEGAOPS_REQUIRE_GPU();
   const uint64_t seed = testing::test_seed();
@@ -352,22 +354,31 @@ TEST(Overlap, PdlChainMatchesConventional) {
       std::vector<int> lens(batch);
       for (int i = 0; i < batch; ++i) lens[i] = 2 + (5 * i + 1) % 9;
       const auto prompts = random_prompts(lens, cfg.vocab_size, seed);
-      ConventionalExecutor conv(cfg, random_filler(seed),
-                                options(batch, 64, DecodeBackend::Conventional));
+      ExecutorOptions conv_opt = options(batch, 64, DecodeBackend::Conventional);
+      conv_opt.pdl = true;
+      ConventionalExecutor conv(cfg, random_filler(seed), conv_opt);
       const Trace ref = run_steps(conv, prompts, 16, true);
-      for (bool debug : {false, true})
-        for (uint32_t delay : {0u, 20000u}) {
-          ExecutorOptions o = options(batch, 64, DecodeBackend::Overlap);
-          o.overlap_streams = 1;
-          o.overlap_pdl_chain = true;
-          o.debug_sync = debug;
-          ConventionalExecutor chain(cfg, random_filler(seed), o);
-          if (delay > 0) chain.set_overlap_delay(delay, seed ^ 0xc4a1ull);
-          expect_same(ref, run_steps(chain, prompts, 16, true),
-                      std::string(preset) + " batch " + std::to_string(batch) + " debug " +
-                          std::to_string(debug) + " delay " + std::to_string(delay),
-                      true);
-        }
+      for (const auto& [counter_waits, fold] :
+           {std::pair<bool, bool>{false, true}, {false, false}, {true, true}, {true, false}})
+        for (bool debug : {false, true})
+          for (uint32_t delay : {0u, 20000u}) {
+            // The defaults (grid waits, folded norms) in every mode, the others captured only.
+            if ((counter_waits || !fold) && debug) continue;
+            ExecutorOptions o = options(batch, 64, DecodeBackend::Overlap);
+            o.overlap_streams = 1;
+            o.overlap_pdl_chain = true;
+            o.overlap_chain_counter_waits = counter_waits;
+            o.overlap_fold_norms = fold;
+            o.debug_sync = debug;
+            ConventionalExecutor chain(cfg, random_filler(seed), o);
+            if (delay > 0) chain.set_overlap_delay(delay, seed ^ 0xc4a1ull);
+            expect_same(ref, run_steps(chain, prompts, 16, true),
+                        std::string(preset) + " batch " + std::to_string(batch) +
+                            " counter waits " + std::to_string(counter_waits) + " fold " +
+                            std::to_string(fold) + " debug " + std::to_string(debug) + " delay " +
+                            std::to_string(delay),
+                        true);
+          }
     }
   ExecutorOptions bad = options(1, 32, DecodeBackend::Overlap);
   bad.overlap_streams = 2;
@@ -412,8 +423,8 @@ TEST(Overlap, RandomDelays) {
 
 // Runs in the death test's child: lm_head never signals, so the sampler (the only op left live)
 // must trip the watchdog; exits 3 with the message on stderr.
-// chain: the PDL chain at W = 1 (ExecutorOptions::overlap_pdl_chain), where the sampler waits on
-// the LM head's counter although both are on one stream.
+// chain: the PDL chain at W = 1 (ExecutorOptions::overlap_pdl_chain) with counter waits, where
+// the sampler waits on the LM head's counter although both are on one stream.
 [[noreturn]] void run_dropped_signal(bool chain = false) {
   try {
     const ModelConfig cfg = preset_config("tiny-llama3");
@@ -422,6 +433,7 @@ TEST(Overlap, RandomDelays) {
     if (chain) {
       o.overlap_streams = 1;
       o.overlap_pdl_chain = true;
+      o.overlap_chain_counter_waits = true;
     }
     o.overlap_drop_signal_op = "lm_head";
     ConventionalExecutor ex(cfg, random_filler(1), o);
@@ -449,8 +461,9 @@ TEST(OverlapDeathTest, WatchdogNamesWaitingOp) {
   EXPECT_LT(seconds, 5.0);
 }
 
-// The PDL chain keeps real waits on one stream: the same lost signal is caught by the watchdog
-// (at W = 1 without the chain the LM head signals nothing, and dropping it is an InputError).
+// The PDL chain with counter waits keeps real waits on one stream: the same lost signal is caught
+// by the watchdog (at W = 1 without the chain, or in the chain waiting on grids, the LM head
+// signals nothing, and dropping it is an InputError: Overlap.PdlChainGridWaitsSignalNothing).
 TEST(OverlapDeathTest, PdlChainWatchdogNamesWaitingOp) {
   MEGAOPS_REQUIRE_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
@@ -597,6 +610,66 @@ TEST(Overlap, TraceRecordsEveryOpOfTheStep) {
   EXPECT_EQ(small.take_overlap_trace(&dropped).size(), 4u);
   EXPECT_GT(dropped, 0u);
   EXPECT_THROW(plain.take_overlap_trace(&dropped), InputError);
+}
+
+// The chain's defaults, seen from the trace: at batch 1 on the bulk streaming kernel (sm_90) every
+// norm before a streaming matmul is folded into it and records no CTA (its matmul does the
+// work), the final norm (before the LM head) still runs; with the fold off every norm runs. The
+// bit-equality of both is Overlap.PdlChainMatchesConventional; this test makes sure the fold
+// happened there.
+TEST(Overlap, PdlChainFoldsNormsIntoStreamingMatmuls) {
+  MEGAOPS_REQUIRE_GPU();
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major != 9) GTEST_SKIP() << "the fold needs the bulk streaming kernel (sm_90)";
+  const ModelConfig cfg = preset_config("tiny-qwen3");
+  const uint64_t seed = testing::test_seed();
+  const auto prompts = random_prompts({5}, cfg.vocab_size, seed);
+  for (bool fold : {true, false}) {
+    ExecutorOptions o = options(1, 32, DecodeBackend::Overlap);
+    o.overlap_streams = 1;
+    o.overlap_pdl_chain = true;
+    o.overlap_fold_norms = fold;
+    o.overlap_trace_capacity = 1u << 16;
+    ConventionalExecutor ex(cfg, random_filler(seed), o);
+    run_steps(ex, prompts, 2, false);
+    uint64_t dropped = 0;
+    ex.take_overlap_trace(&dropped);
+    ex.decode_step();
+    const std::vector<std::string> names = ex.overlap_op_names();
+    std::vector<int> ctas(names.size(), 0);
+    for (const TraceEvent& e : ex.take_overlap_trace(&dropped)) ++ctas[e.op_index];
+    EXPECT_EQ(dropped, 0u);
+    int norms_run = 0, norms = 0;
+    for (size_t k = 0; k < names.size(); ++k) {
+      const bool layer_norm = names[k].find("layernorm") != std::string::npos;
+      norms += layer_norm;
+      norms_run += layer_norm && ctas[k] > 0;
+      if (!layer_norm && names[k] != "step_advance")
+        EXPECT_GT(ctas[k], 0) << names[k] << " fold " << fold;
+    }
+    EXPECT_EQ(norms, 2 * cfg.num_layers);
+    EXPECT_EQ(norms_run, fold ? 0 : norms) << "fold " << fold;
+  }
+}
+
+// In the chain that waits on grids no op signals a counter, so dropping a signal is an input
+// error there (the watchdog bounds counter waits only: OverlapDeathTest.PdlChainWatchdogNames
+// WaitingOp runs the chain with counter waits).
+TEST(Overlap, PdlChainGridWaitsSignalNothing) {
+  MEGAOPS_REQUIRE_GPU();
+  ExecutorOptions o = options(1, 32, DecodeBackend::Overlap);
+  o.overlap_streams = 1;
+  o.overlap_pdl_chain = true;
+  o.overlap_drop_signal_op = "lm_head";
+  ConventionalExecutor ex(preset_config("tiny-llama3"), random_filler(1), o);
+  ex.prefill({{1, 2, 3}});
+  try {
+    ex.decode_step();
+    FAIL() << "a dropped signal in the grid-waiting chain was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("signals nothing"), std::string::npos) << e.what();
+  }
 }
 
 // Regions with barriers between them (a plan's composition): serial and overlapped regions in

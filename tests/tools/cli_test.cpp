@@ -311,6 +311,16 @@ TEST(Cli, BenchPdlChainNeedsOneStream) {
   EXPECT_NE(r.out.find("found 3"), std::string::npos) << r.out;
 }
 
+// The chain's two options take named values; anything else is one error line naming the option,
+// before any GPU work.
+TEST(Cli, BenchChainOptionsRejectUnknownValues) {
+  expect_each_bad_option(
+      "bench --preset tiny-llama3 --backend overlap --overlap-streams 1 "
+      "--overlap-pdl-chain",
+      {{"--overlap-chain-waits event", "--overlap-chain-waits"},
+       {"--overlap-fold-norms yes", "--overlap-fold-norms"}});
+}
+
 // `bench --plan` accepts only what an executor can run; anything else is one error line naming
 // the plan file and the field, before any GPU work.
 TEST(Cli, BenchPlanRejectsWhatNoExecutorRuns) {
