@@ -299,6 +299,11 @@ bool is_aligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
+// True when p asks for a fold (a norm or the SwiGLU computing x in the matmul's prologue).
+bool folds(const MatmulParams& p) {
+  return p.fold.on() || p.silu_fold.on();
+}
+
 // True when the [m, k] fp32 buffers at a and b share a byte (b may be null).
 bool fold_rows_overlap(const float* a, const float* b, const MatmulParams& p) {
   if (b == nullptr) return false;
@@ -323,13 +328,17 @@ cudaError_t validate_fold(const MatmulParams& p) {
 }
 
 // Checks shared by all paths: 16-byte rows of x and W (vector loads), y aligned to its element;
-// with a folded norm its buffers instead of x (which is then not read).
+// with a folded norm or SwiGLU its buffers instead of x (which is then not read): gate_up's rows
+// are 16-byte aligned with it (float4 loads; row stride 2k, k % 8 == 0). One fold at most.
 cudaError_t validate(const MatmulParams& p) {
   if (p.w == nullptr || p.y == nullptr) return cudaErrorInvalidValue;
   if (p.m < 1 || p.n < 1 || p.k < 8 || p.k % 8 != 0 || p.ldy < p.n) return cudaErrorInvalidValue;
   if (p.y_dtype != DType::BF16 && p.y_dtype != DType::F32) return cudaErrorInvalidValue;
   if (!is_aligned(p.w, 16) || !is_aligned(p.y, dtype_size(p.y_dtype))) return cudaErrorInvalidValue;
+  if (p.fold.on() && p.silu_fold.on()) return cudaErrorInvalidValue;
   if (p.fold.on()) return validate_fold(p);
+  if (p.silu_fold.on())
+    return is_aligned(p.silu_fold.gate_up, 16) ? cudaSuccess : cudaErrorInvalidValue;
   if (p.x == nullptr || p.ldx < p.k || p.ldx % 8 != 0 || !is_aligned(p.x, 16))
     return cudaErrorInvalidValue;
   return cudaSuccess;
@@ -517,9 +526,9 @@ MatmulContext::~MatmulContext() {
 // the rule: kernels/matmul_dispatch.h (the planner reads it too).
 
 MatmulPath MatmulContext::path(const MatmulParams& p) const {
-  // A folded norm runs only on the streaming kernel's bulk version: there wherever it can run
-  // (ahead of the knobs); elsewhere the rule's path, whose launcher refuses the fold.
-  if (p.fold.on() && stream_bulk_ && matmul_stream_fits(p.m, p.k)) return MatmulPath::Stream;
+  // A folded norm or SwiGLU runs only on the streaming kernel's bulk version: there wherever it
+  // can run (ahead of the knobs); elsewhere the rule's path, whose launcher refuses the fold.
+  if (folds(p) && stream_bulk_ && matmul_stream_fits(p.m, p.k)) return MatmulPath::Stream;
   if (forced_path_ == MatmulPath::SmallM)
     return p.m <= MATMUL_SMALL_M_MAX ? MatmulPath::SmallM : MatmulPath::CublasLt;
   if (forced_path_ == MatmulPath::CublasLt) return MatmulPath::CublasLt;
@@ -548,7 +557,7 @@ namespace {
 // Launches run_small_m's kernel, or with `footprint` set only describes that launch.
 cudaError_t small_m_dispatch(const MatmulParams& p, KernelFootprint* footprint) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
-  if (p.fold.on()) return cudaErrorNotSupported;  // only the streaming kernel's bulk version folds
+  if (folds(p)) return cudaErrorNotSupported;  // only the streaming kernel's bulk version folds
   if (p.m > MATMUL_SMALL_M_MAX || p.max_ctas < 0) return cudaErrorInvalidValue;
   int sm_count = 0;
   if (const cudaError_t err = current_device_attribute(cudaDevAttrMultiProcessorCount, &sm_count);
@@ -581,9 +590,10 @@ cudaError_t stream_dispatch(const MatmulParams& p, int stages, bool bulk,
                             KernelFootprint* footprint) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
   if (p.max_ctas < 0) return cudaErrorInvalidValue;
-  if (p.fold.on() && !bulk) return cudaErrorNotSupported;  // the ring version does not fold
-  const StreamMatmulArgs a{p.x,    p.ldx, p.w, p.y, p.ldy, p.m, p.n, p.k, p.y_dtype == DType::F32,
-                           p.sync, p.fold};
+  if (folds(p) && !bulk) return cudaErrorNotSupported;  // the ring version does not fold
+  const StreamMatmulArgs a{
+      p.x,    p.ldx,  p.w,        p.y, p.ldy, p.m, p.n, p.k, p.y_dtype == DType::F32,
+      p.sync, p.fold, p.silu_fold};
   return launch_matmul_stream(a, p.max_ctas, stages, p.launch, footprint, bulk);
 }
 
@@ -683,8 +693,8 @@ bool stream_capturing(cudaStream_t s) {
 cudaError_t MatmulContext::run_cublaslt(const MatmulParams& p) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
   // cuBLASLt has no tile hooks (docs/overlap-design.md decision 5 is not implemented yet), and
-  // cannot fold a norm into its prologue.
-  if (sync_requested(p.sync) || p.fold.on()) return cudaErrorNotSupported;
+  // cannot fold a norm or the SwiGLU into its prologue.
+  if (sync_requested(p.sync) || folds(p)) return cudaErrorNotSupported;
   LtProblem pr;
   if (const cudaError_t err = make_lt_problem(p, workspace_bytes_, &pr); err != cudaSuccess)
     return err;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/act_fold.cuh"
 #include "kernels/common.cuh"
 #include "kernels/matmul_dispatch.h"
 #include "kernels/norm_fold.cuh"
@@ -23,7 +24,8 @@
 namespace megaops {
 
 struct MatmulParams {
-  const bf16* x = nullptr;  // [m, k], row stride ldx elements; unused (may be null) with `fold` on
+  // [m, k], row stride ldx elements; unused (may be null) with `fold` or `silu_fold` on.
+  const bf16* x = nullptr;
   int64_t ldx = 0;
   const bf16* w = nullptr;  // [n, k], contiguous
   void* y = nullptr;        // [m, n], row stride ldy elements, dtype y_dtype
@@ -43,6 +45,12 @@ struct MatmulParams {
   // cp.async ring return cudaErrorNotSupported. Needs 16-byte aligned fold buffers and
   // residual_out not overlapping residual or delta (else cudaErrorInvalidValue).
   NormFold fold;
+  // The SwiGLU activation that produces x, folded into this matmul (kernels/act_fold.cuh): with
+  // silu_fold.on() the kernel ignores x / ldx and computes x[b, i] = bf16(silu(gate_up[b, i]) *
+  // gate_up[b, k + i]) itself, with silu_mul's arithmetic. The same paths as `fold` take it (the
+  // others return cudaErrorNotSupported). Needs a 16-byte aligned gate_up, and at most one of
+  // fold and silu_fold on (else cudaErrorInvalidValue).
+  SiluMulFold silu_fold;
   LaunchOptions launch;
 };
 
@@ -71,8 +79,9 @@ class MatmulContext {
   // Dispatches on the shape; returns the launch status. Invalid shapes give
   // cudaErrorInvalidValue.
   cudaError_t run(const MatmulParams& p);
-  // The path run(p) takes. With p.fold on: the streaming kernel where its bulk version can run
-  // (stream_bulk() and matmul_stream_fits), else the rule's path (which refuses the fold).
+  // The path run(p) takes. With p.fold or p.silu_fold on: the streaming kernel where its bulk
+  // version can run (stream_bulk() and matmul_stream_fits), else the rule's path (which refuses the
+  // fold).
   MatmulPath path(const MatmulParams& p) const;
 
   // Forces a path (tests and benchmarks). run_stream needs m <= 2 and a k whose x fits its

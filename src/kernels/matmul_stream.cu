@@ -41,6 +41,7 @@
 
 #include "kernels/matmul_stream.cuh"
 #include "kernels/rmsnorm_row.cuh"
+#include "kernels/silu_mul_row.cuh"
 
 namespace megaops {
 
@@ -268,7 +269,8 @@ __global__ void __launch_bounds__(ST_THREADS, 1)
 //     named barrier of the consumer warps), summed in warp order by warp 0;
 //   - it alone can fold the residual add + RMSNorm before it (a.fold, kernels/norm_fold.cuh): the
 //     prologue computes x from the residual rows instead of reading it (bulk_fold_x), while the
-//     weights already stream into the ring.
+//     weights already stream into the ring; likewise the SwiGLU before it (a.silu_fold,
+//     kernels/act_fold.cuh; bulk_silu_fold_x).
 // Measured (bench/results/2026-11-30-s9-call1, -call2; H200, m = 1, 4 slots): faster than the
 // ring on every model shape (8B QKV 15.9 vs 17.8 us, O 11.8 vs 13.3, gate_up 63.0 vs 67.4; 1B
 // gate_up 20.7 vs 24.1) and than cuBLASLt on the QKV / O / small down projections (8B O 11.7 vs
@@ -397,6 +399,75 @@ __device__ __forceinline__ void bulk_fold_x(const StreamMatmulArgs& a, float* xl
   }
 }
 
+// Units of gate|up that a thread of the bulk kernel loads before it computes any
+// (bulk_silu_fold_x): 8 x 2 float4 = 64 registers, 73 KB in flight per CTA, so one round covers
+// a row of k <= 9216 (8B-class m = 1 down projections, k = 14336, take two).
+constexpr int BK_SILU_BATCH = 8;
+
+// x for the bulk kernel with a folded SwiGLU (kernels/act_fold.cuh): row b < m, element i < k is
+// bf16(silu(gate_up[b, i]) * gate_up[b, k + i]) widened to fp32, zero past k and past m, in xlo /
+// xhi's layout (bulk_fold_x). silu_mul's arithmetic (kernels/silu_mul_row.cuh), which is
+// elementwise, so any thread mapping gives its bits. A unit is one float4 (4 elements) of a row:
+// unit q of row b is q / 2's chunk, low half (xlo) for even q, high (xhi) for odd. All BK_THREADS
+// threads (the producer warp too: its lane 0 has issued the ring's first stages and waits for a
+// slot until after the barrier that follows) take units in rounds of BK_SILU_BATCH per thread, and
+// issue a round's loads (a gate and an up float4 each) before computing any. Warp w's j-th unit of
+// a round lies in a 32-unit block (512 contiguous bytes of gate, and of up, per load instruction);
+// lane l takes unit 16 (l / 16) + 2 (l % 8) + (l / 8) % 2 of it, so each quarter warp's 16-byte
+// shared stores fill 128 contiguous bytes of xlo or xhi (no bank conflict).
+template <int M>
+__device__ __forceinline__ void bulk_silu_fold_x(const StreamMatmulArgs& a, float* xlo, float* xhi,
+                                                 int chunks_per_row) {
+  const int units_per_row = 2 * chunks_per_row;  // a multiple of 256: blocks never straddle rows
+  const int total = M * units_per_row;
+  const int k_units = a.k / 4;  // units holding elements < k
+  const int lane = threadIdx.x & 31;
+  const int lane_unit = 16 * (lane >> 4) + 2 * (lane & 7) + ((lane >> 3) & 1);
+  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+  // Unit u of the CTA's M rows: row b, unit q of the row; with loads only for b < m and q < k / 4.
+  auto locate = [&](int u, int& b, int& q) {
+    b = 0;
+    q = u;
+#pragma unroll
+    for (int s = 1; s < M; ++s)
+      if (q >= units_per_row) {
+        q -= units_per_row;
+        ++b;
+      }
+  };
+  for (int u0 = 32 * (static_cast<int>(threadIdx.x) >> 5); u0 < total;
+       u0 += BK_SILU_BATCH * BK_THREADS) {
+    float4 g[BK_SILU_BATCH], u[BK_SILU_BATCH];
+#pragma unroll
+    for (int j = 0; j < BK_SILU_BATCH; ++j) {
+      int b, q;
+      locate(u0 + j * BK_THREADS + lane_unit, b, q);
+      g[j] = u[j] = zero;
+      if (b < a.m && q < k_units) {
+        const float4* row = reinterpret_cast<const float4*>(a.silu_fold.gate_up +
+                                                            static_cast<int64_t>(b) * 2 * a.k);
+        g[j] = row[q];
+        u[j] = row[k_units + q];  // up starts at element k: unit k / 4
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < BK_SILU_BATCH; ++j) {
+      int b, q;
+      locate(u0 + j * BK_THREADS + lane_unit, b, q);
+      if (q >= units_per_row) continue;  // past the last row (u >= total)
+      float4 v = zero;
+      if (b < a.m && q < k_units) {
+        const float2 lo =
+            __bfloat1622float2(silu_mul2(make_float2(g[j].x, g[j].y), make_float2(u[j].x, u[j].y)));
+        const float2 hi =
+            __bfloat1622float2(silu_mul2(make_float2(g[j].z, g[j].w), make_float2(u[j].z, u[j].w)));
+        v = make_float4(lo.x, lo.y, hi.x, hi.y);
+      }
+      reinterpret_cast<float4*>(q & 1 ? xhi : xlo)[b * chunks_per_row + (q >> 1)] = v;
+    }
+  }
+}
+
 // The site of an injected delay in the bulk kernel's ring: (CTA, stage, warp; the producer is
 // warp BK_WARPS).
 __device__ __forceinline__ uint64_t ring_delay_site(int t, int warp) {
@@ -454,11 +525,14 @@ __global__ void __launch_bounds__(BK_THREADS, 1)
   tile_sync_wait(a.sync, step);
 
   // x (the predecessor's output: ordinary coherent loads, after the wait), zero past m and k; with
-  // a folded norm, computed from the residual rows (the predecessors' outputs, read the same way).
-  // The producer lane issues nothing here (the ring is full until the consumers release a slot).
+  // a folded norm or SwiGLU, computed from the residual or gate|up rows (the predecessors'
+  // outputs, read the same way). The producer lane issues nothing here (the ring is full until the
+  // consumers release a slot).
   const int x_chunks_per_row = kpad / 8;
   if (a.fold.on()) {
     bulk_fold_x<M>(a, xlo, xhi, x_chunks_per_row, red);  // red is free until the main loop
+  } else if (a.silu_fold.on()) {
+    bulk_silu_fold_x<M>(a, xlo, xhi, x_chunks_per_row);
   } else {
     for (int i = threadIdx.x; i < M * x_chunks_per_row; i += BK_THREADS) {
       const uint4 v = x_chunk(a, i, x_chunks_per_row);
@@ -660,7 +734,9 @@ cudaError_t launch_matmul_stream(const StreamMatmulArgs& a, int max_ctas, int st
                                  const LaunchOptions& opt, KernelFootprint* footprint, bool bulk) {
   if (!matmul_stream_fits(a.m, a.k)) return cudaErrorInvalidValue;
   if (bulk && !matmul_stream_bulk_supported()) return cudaErrorNotSupported;
-  if (a.fold.on() && !bulk) return cudaErrorNotSupported;  // the ring version does not fold
+  if (a.fold.on() && a.silu_fold.on()) return cudaErrorInvalidValue;  // one fold at most
+  if ((a.fold.on() || a.silu_fold.on()) && !bulk)
+    return cudaErrorNotSupported;  // the ring version does not fold
   return a.y_f32 ? launch_stream_out<float>(a, max_ctas, stages, opt, footprint, bulk)
                  : launch_stream_out<bf16>(a, max_ctas, stages, opt, footprint, bulk);
 }

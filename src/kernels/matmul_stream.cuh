@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/act_fold.cuh"
 #include "kernels/common.cuh"
 #include "kernels/matmul_dispatch.h"
 #include "kernels/norm_fold.cuh"
@@ -16,7 +17,7 @@
 namespace megaops {
 
 struct StreamMatmulArgs {
-  const bf16* x;  // [m, ldx]; unused with the fold on
+  const bf16* x;  // [m, ldx]; unused with a fold on
   int64_t ldx;
   const bf16* w;  // [n, k]
   void* y;        // [m, ldy], bf16 or fp32 (y_f32)
@@ -27,6 +28,10 @@ struct StreamMatmulArgs {
   // On (fold.on()): x is not read but computed in the prologue from the fold's residual rows
   // (row stride k), with add_rmsnorm's arithmetic (kernels/norm_fold.cuh). Bulk version only.
   NormFold fold;
+  // On (silu_fold.on()): x is not read but computed in the prologue from the gate|up rows (row
+  // stride 2k), with silu_mul's arithmetic (kernels/act_fold.cuh). Bulk version only; at most one
+  // of fold and silu_fold.
+  SiluMulFold silu_fold;
 };
 
 // Launches (footprint == null) or describes the launch (footprint set). The caller has validated
@@ -36,7 +41,8 @@ struct StreamMatmulArgs {
 // bulk: the bulk-copy version (sm_90 only, else cudaErrorNotSupported; its default ring is 4
 // slots): a producer warp fills the ring with one cp.async.bulk per 2 KB row slice, and the
 // consumer warps reuse each x value for four rows (matmul_stream.cu). Only the bulk version folds
-// a norm (a.fold on): the ring version returns cudaErrorNotSupported for it.
+// a norm or the SwiGLU (a.fold or a.silu_fold on): the ring version returns cudaErrorNotSupported
+// for either; both on is cudaErrorInvalidValue.
 cudaError_t launch_matmul_stream(const StreamMatmulArgs& a, int max_ctas, int stages,
                                  const LaunchOptions& opt, KernelFootprint* footprint,
                                  bool bulk = false);

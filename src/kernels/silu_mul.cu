@@ -1,11 +1,14 @@
 // SwiGLU: out = silu(gate) * up over the fused gate|up projection, 8 outputs per thread per step
 // (one 16-byte load of each half for bf16 input, two for fp32 input). The vector width needs
 // inter % 8 == 0 and 16-byte aligned buffers (checked by the launcher). Math in fp32, one rounding
-// to bf16 at the end. The kernel is instantiated per input type.
+// to bf16 at the end. The kernel is instantiated per input type. The arithmetic lives in
+// kernels/silu_mul_row.cuh, shared with the matmul that folds this op (kernels/act_fold.cuh), which
+// must compute the same bits.
 #include <algorithm>
 #include <type_traits>
 
 #include "kernels/silu_mul.cuh"
+#include "kernels/silu_mul_row.cuh"
 
 namespace megaops {
 namespace {
@@ -48,18 +51,7 @@ __device__ void silu_mul_vec(const SiluMulParams& p, int64_t vec) {
   float2 g[4], u[4];
   load8(gate, g);
   load8(gate + p.inter, u);
-  uint4 o_raw;
-  __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(&o_raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 gf = g[i];
-    const float2 uf = u[i];
-    // silu(x) = x / (1 + e^-x): for x -> -inf, e^-x -> inf and the quotient -> -0, no NaN.
-    const float sx = gf.x / (1.0f + expf(-gf.x));
-    const float sy = gf.y / (1.0f + expf(-gf.y));
-    o[i] = __floats2bfloat162_rn(sx * uf.x, sy * uf.y);
-  }
-  *reinterpret_cast<uint4*>(p.out + row * p.inter + col) = o_raw;
+  *reinterpret_cast<uint4*>(p.out + row * p.inter + col) = silu_mul8(g, u);
 }
 
 template <typename T>

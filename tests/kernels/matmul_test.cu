@@ -1,5 +1,6 @@
 // Tests of the matmul launchers (small-m kernel, cuBLASLt path, dispatch) against the fp32 CPU
-// reference, on awkward shapes, strided operands, PDL chains and CUDA graph replay; and a smoke
+// reference, on awkward shapes, strided operands, PDL chains and CUDA graph replay; the norm and
+// the SwiGLU folded into the bulk streaming kernel against the unfolded ops; and a smoke
 // test of the HBM read ceiling helper that benchmarks report against.
 //
 // Tolerances (‖out − ref‖ / ‖ref‖, the reference fed the same bf16-rounded inputs):
@@ -25,6 +26,7 @@
 #include "kernels/matmul.cuh"
 #include "kernels/matmul_stream.cuh"
 #include "kernels/rmsnorm.cuh"
+#include "kernels/silu_mul.cuh"
 #include "reference/ops.h"
 
 namespace megaops {
@@ -339,6 +341,25 @@ std::vector<float> download_floats(const Output& out) {
   return v;
 }
 
+// The params of y [m, n] = x [m, k] . w [n, k]^T with contiguous rows (the fold tests' unfolded
+// matmul).
+template <typename WBuf>
+MatmulParams stream_params(const bf16* x, const WBuf& w_dev, void* y, DType y_dtype, int m, int n,
+                           int k, bool pdl) {
+  MatmulParams p;
+  p.x = x;
+  p.ldx = k;
+  p.w = reinterpret_cast<const bf16*>(w_dev.ptr);
+  p.y = y;
+  p.ldy = n;
+  p.y_dtype = y_dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.launch.pdl = pdl;
+  return p;
+}
+
 // One folded-norm case (kernels/norm_fold.cuh) on the bulk streaming kernel: (a) add_rmsnorm with
 // an fp32 delta on a copy of the residual, then the matmul on its bf16 output; (b) the same matmul
 // with the norm folded in, on the original residual, residual_out a separate poisoned buffer. The
@@ -387,17 +408,8 @@ void check_norm_fold(MatmulContext& ctx, int m, int n, int k, bool with_delta, b
   np.n = k;
   np.eps = eps;
   ASSERT_EQ(launch_add_rmsnorm(np), cudaSuccess);
-  MatmulParams p;
-  p.x = reinterpret_cast<const bf16*>(x_dev.ptr);
-  p.ldx = k;
-  p.w = reinterpret_cast<const bf16*>(w_dev.ptr);
-  p.y = y_norm.buf.ptr;
-  p.ldy = n;
-  p.y_dtype = y_dtype;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.launch.pdl = pdl;
+  const MatmulParams p = stream_params(reinterpret_cast<const bf16*>(x_dev.ptr), w_dev,
+                                       y_norm.buf.ptr, y_dtype, m, n, k, pdl);
   ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
 
   MatmulParams q = p;
@@ -472,6 +484,33 @@ TEST(MatmulTest, StreamNormFoldMatchesNormThenMatmul) {
     check_norm_fold(ctx, 1 + trial % 2, 64, 8192, true, true, DType::F32, false, rng);
 }
 
+// A folded matmul (`good`, valid): cudaErrorNotSupported off the bulk streaming kernel (small-m,
+// cuBLASLt, the cp.async ring, their footprints, run()), and where the GPU has the bulk kernel,
+// run there by run() and run_stream().
+void expect_fold_runs_only_on_bulk(MatmulContext& ctx, const MatmulParams& good) {
+  ctx.set_stream_bulk(false);
+  EXPECT_EQ(ctx.run_small_m(good), cudaErrorNotSupported);
+  EXPECT_EQ(ctx.run_cublaslt(good), cudaErrorNotSupported);
+  EXPECT_EQ(ctx.run_stream(good), cudaErrorNotSupported);
+  EXPECT_EQ(ctx.run(good), cudaErrorNotSupported);
+  KernelFootprint fp;
+  EXPECT_EQ(MatmulContext::small_m_footprint(good, &fp), cudaErrorNotSupported);
+  EXPECT_EQ(ctx.stream_footprint(good, &fp), cudaErrorNotSupported);
+  if (!matmul_stream_bulk_supported()) return;
+  ctx.set_stream_bulk(true);
+  EXPECT_EQ(ctx.path(good), MatmulPath::Stream);
+  EXPECT_EQ(ctx.stream_footprint(good, &fp), cudaSuccess);
+  EXPECT_EQ(ctx.run(good), cudaSuccess);
+  EXPECT_EQ(ctx.run_stream(good), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// A named invalid variant of a matmul's params.
+struct BadParams {
+  const char* what;
+  MatmulParams p;
+};
+
 // A folded norm anywhere but the bulk streaming kernel is cudaErrorNotSupported (small-m,
 // cuBLASLt, the cp.async ring, and run() where the rule picks one of them); bad fold buffers are
 // cudaErrorInvalidValue on every path, ahead of that. Nothing is launched for either.
@@ -495,29 +534,9 @@ TEST(MatmulTest, NormFoldRejectedOffTheBulkKernel) {
   good.fold.weight = reinterpret_cast<const bf16*>(gain.ptr);
   good.fold.residual_out = res_out.ptr;
 
-  ctx.set_stream_bulk(false);
-  EXPECT_EQ(ctx.run_small_m(good), cudaErrorNotSupported);
-  EXPECT_EQ(ctx.run_cublaslt(good), cudaErrorNotSupported);
-  EXPECT_EQ(ctx.run_stream(good), cudaErrorNotSupported);
-  EXPECT_EQ(ctx.run(good), cudaErrorNotSupported);
-  KernelFootprint fp;
-  EXPECT_EQ(MatmulContext::small_m_footprint(good, &fp), cudaErrorNotSupported);
-  EXPECT_EQ(ctx.stream_footprint(good, &fp), cudaErrorNotSupported);
+  expect_fold_runs_only_on_bulk(ctx, good);
   const bool bulk = matmul_stream_bulk_supported();
-  if (bulk) {
-    ctx.set_stream_bulk(true);
-    EXPECT_EQ(ctx.path(good), MatmulPath::Stream);
-    EXPECT_EQ(ctx.stream_footprint(good, &fp), cudaSuccess);
-    EXPECT_EQ(ctx.run(good), cudaSuccess);
-    EXPECT_EQ(ctx.run_stream(good), cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
-
-  struct Bad {
-    const char* what;
-    MatmulParams p;
-  };
-  std::vector<Bad> bad;
+  std::vector<BadParams> bad;
   auto add = [&](const char* what, auto mutate) {
     MatmulParams p = good;
     mutate(p);
@@ -537,7 +556,7 @@ TEST(MatmulTest, NormFoldRejectedOffTheBulkKernel) {
   add("k % 8 != 0", [](MatmulParams& p) { p.k = 60; });
   add("eps < 0", [](MatmulParams& p) { p.fold.eps = -1e-5f; });
   add("eps NaN", [](MatmulParams& p) { p.fold.eps = std::nanf(""); });
-  for (const Bad& b : bad) {
+  for (const BadParams& b : bad) {
     EXPECT_EQ(ctx.run_small_m(b.p), cudaErrorInvalidValue) << "small_m: " << b.what;
     EXPECT_EQ(ctx.run_cublaslt(b.p), cudaErrorInvalidValue) << "cublaslt: " << b.what;
     EXPECT_EQ(ctx.run(b.p), cudaErrorInvalidValue) << "run: " << b.what;
@@ -553,6 +572,171 @@ TEST(MatmulTest, NormFoldRejectedOffTheBulkKernel) {
   adjacent.fold.residual_out = res.ptr + k;
   ctx.set_stream_bulk(bulk);
   EXPECT_EQ(ctx.run_stream(adjacent), bulk ? cudaSuccess : cudaErrorNotSupported);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// One folded-SwiGLU case (kernels/act_fold.cuh) on the bulk streaming kernel: (a) silu_mul on the
+// fp32 gate|up rows, then the matmul on its bf16 output; (b) the same matmul with the activation
+// folded in, reading gate|up itself. The fold promises silu_mul's arithmetic, so y must equal (a)'s
+// bit for bit; y is also held to the fp32 CPU oracle (ref::silu_mul, bf16 rounding of its output,
+// matmul) within the stream tests' tolerance. gate holds uniform values in [-8, 8] and, one
+// element in 32, values of magnitude 20-40 and 80-100, where 1 + e^-g rounds to 1 or e^-g
+// overflows to inf (silu's tails: g and -0).
+void check_silu_fold(MatmulContext& ctx, int m, int n, int k, DType y_dtype, bool pdl,
+                     std::mt19937_64& rng) {
+  SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+               " y=" + dtype_name(y_dtype) + " pdl=" + std::to_string(pdl));
+  const size_t mk = size_t(m) * k;
+  std::vector<float> gate_up = random_floats(2 * mk, -2.f, 2.f, rng);  // up: [-2, 2]
+  std::uniform_real_distribution<float> body(-8.f, 8.f), tail(20.f, 40.f), far(80.f, 100.f);
+  std::uniform_int_distribution<int> pick(0, 127);
+  for (int b = 0; b < m; ++b)
+    for (int i = 0; i < k; ++i) {
+      float& g = gate_up[size_t(b) * 2 * k + i];
+      const int r = pick(rng);
+      g = r == 0   ? tail(rng)
+          : r == 1 ? -tail(rng)
+          : r == 2 ? far(rng)
+          : r == 3 ? -far(rng)
+                   : body(rng);
+    }
+  std::vector<float> w = random_floats(size_t(n) * k, -1.f, 1.f, rng);
+  round_to_bf16(w.data(), w.size());
+
+  DeviceBuffer<float> gate_up_dev(2 * mk);
+  DeviceBuffer<uint16_t> w_dev(size_t(n) * k), act_dev(mk);
+  gate_up_dev.upload(gate_up);
+  w_dev.upload(to_bf16_bits(w));
+  act_dev.poison();
+  Output y_act(y_dtype, m, n), y_fold(y_dtype, m, n);
+
+  SiluMulParams sp;
+  sp.gate_up_f32 = gate_up_dev.ptr;
+  sp.out = reinterpret_cast<bf16*>(act_dev.ptr);
+  sp.m = m;
+  sp.inter = k;
+  ASSERT_EQ(launch_silu_mul(sp), cudaSuccess);
+  const MatmulParams p = stream_params(reinterpret_cast<const bf16*>(act_dev.ptr), w_dev,
+                                       y_act.buf.ptr, y_dtype, m, n, k, pdl);
+  ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
+
+  MatmulParams q = p;
+  q.x = nullptr;
+  q.ldx = 0;
+  q.y = y_fold.buf.ptr;
+  q.silu_fold.gate_up = gate_up_dev.ptr;
+  ASSERT_EQ(ctx.path(q), MatmulPath::Stream);
+  ASSERT_EQ(ctx.run_stream(q), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  const std::vector<uint8_t> y_act_raw = y_act.buf.download(), y_fold_raw = y_fold.buf.download();
+  EXPECT_EQ(first_bit_difference(y_fold_raw, y_act_raw), -1)
+      << "folded y differs from silu_mul-then-matmul (first differing byte)";
+  EXPECT_EQ(first_bit_difference(gate_up_dev.download(), gate_up), -1) << "the fold wrote gate_up";
+
+  std::vector<float> act(mk), ref_y(size_t(m) * n);
+  for (int b = 0; b < m; ++b) {
+    const float* row = gate_up.data() + size_t(b) * 2 * k;
+    ref::silu_mul(row, row + k, act.data() + size_t(b) * k, size_t(k));
+  }
+  round_to_bf16(act.data(), act.size());
+  ref::matmul(act.data(), w.data(), ref_y.data(), m, k, n);
+  const std::vector<float> got = download_floats(y_fold);
+  const double tol = y_dtype == DType::F32 ? F32_OUT_TOL : BF16_OUT_TOL;
+  EXPECT_LE(rel_error(got.data(), ref_y.data(), got.size()), tol);
+}
+
+// The SwiGLU folded into the bulk streaming kernel against silu_mul then the same kernel
+// (check_silu_fold): m = 1 and 2; the models' intermediate sizes as k (3072: qwen3-0.6b, 8192:
+// llama3.2-1b, 14336: llama3.1-8b, which fits at m = 1 only) with down-projection widths, n not a
+// multiple of the 8-row block, k not a multiple of the 1024-wide stage, a one-CTA grid (n = 9);
+// fp32 y without PDL and bf16 y with it.
+TEST(MatmulTest, StreamSiluFoldMatchesSiluMulThenMatmul) {
+  MEGAOPS_REQUIRE_GPU();
+  if (!matmul_stream_bulk_supported()) GTEST_SKIP() << "the fold needs the bulk version (sm_90)";
+  std::mt19937_64 rng(test_seed() + 14);
+  MatmulContext ctx;
+  ctx.set_stream_bulk(true);
+  const int kn[][2] = {{3072, 1024}, {8192, 2048}, {14336, 264},
+                       {2056, 700},  {3080, 9},    {1024, 1001}};
+  int cases = 0;
+  for (int m = 1; m <= MATMUL_STREAM_M_MAX; ++m) {
+    for (const auto& [k, n] : kn) {
+      if (!matmul_stream_fits(m, k)) continue;  // m = 2, k = 14336: x does not fit
+      check_silu_fold(ctx, m, n, k, DType::F32, false, rng);
+      check_silu_fold(ctx, m, n, k, DType::BF16, true, rng);
+      cases += 2;
+    }
+  }
+  EXPECT_EQ(cases, 22);  // 2 cases x (6 shapes at m = 1 + 5 at m = 2)
+  // Many small problems, fp32 y (which shows any flip of x): an fp32 difference of an ulp in
+  // silu(g) * u changes x only where its bf16 rounding flips (~1e-5 of the elements), so the bit
+  // check needs millions of elements to see one: 2.5 M here.
+  for (int trial = 0; trial < 200; ++trial)
+    check_silu_fold(ctx, 1 + trial % 2, 64, 8192, DType::F32, false, rng);
+}
+
+// A folded SwiGLU anywhere but the bulk streaming kernel is cudaErrorNotSupported (small-m,
+// cuBLASLt, the cp.async ring, and run() where the rule picks one of them); a misaligned gate_up,
+// both folds on at once, or a bad shape is cudaErrorInvalidValue on every path, ahead of that.
+// Nothing is launched for either.
+TEST(MatmulTest, SiluFoldRejectedOffTheBulkKernel) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed() + 15);
+  MatmulContext ctx;
+  const int m = 2, k = 64;
+  const Problem pr(m, 64, k, k, 64, rng);
+  Output out(DType::F32, pr.m, pr.ldy);
+  DeviceBuffer<float> gate_up(size_t(m) * 2 * k), res(size_t(m) * k);
+  DeviceBuffer<uint16_t> gain(k);
+  gate_up.upload(random_floats(gate_up.n, -4.f, 4.f, rng));
+  res.upload(random_floats(res.n, -1.f, 1.f, rng));
+  gain.upload(to_bf16_bits(random_floats(k, 0.5f, 1.5f, rng)));
+  MatmulParams good = pr.params(out.buf.ptr, DType::F32, false);
+  good.x = nullptr;
+  good.ldx = 0;
+  good.silu_fold.gate_up = gate_up.ptr;
+
+  expect_fold_runs_only_on_bulk(ctx, good);
+  const bool bulk = matmul_stream_bulk_supported();
+  KernelFootprint fp;
+  std::vector<BadParams> bad;
+  auto add = [&](const char* what, auto mutate) {
+    MatmulParams p = good;
+    mutate(p);
+    bad.push_back({what, p});
+  };
+  add("gate_up misaligned by 4", [](MatmulParams& p) { p.silu_fold.gate_up += 1; });
+  add("gate_up misaligned by 8", [](MatmulParams& p) { p.silu_fold.gate_up += 2; });
+  add("norm fold on too", [&](MatmulParams& p) {
+    p.fold.residual = res.ptr;
+    p.fold.weight = reinterpret_cast<const bf16*>(gain.ptr);
+  });
+  add("k % 8 != 0", [](MatmulParams& p) { p.k = 60; });
+  for (const BadParams& b : bad) {
+    EXPECT_EQ(ctx.run_small_m(b.p), cudaErrorInvalidValue) << "small_m: " << b.what;
+    EXPECT_EQ(ctx.run_cublaslt(b.p), cudaErrorInvalidValue) << "cublaslt: " << b.what;
+    for (const bool v : stream_versions()) {
+      ctx.set_stream_bulk(v);
+      EXPECT_EQ(ctx.run(b.p), cudaErrorInvalidValue) << "run: " << b.what;
+      EXPECT_EQ(ctx.run_stream(b.p), cudaErrorInvalidValue)
+          << (v ? "stream-bulk: " : "stream: ") << b.what;
+      EXPECT_EQ(ctx.stream_footprint(b.p, &fp), cudaErrorInvalidValue)
+          << (v ? "stream-bulk footprint: " : "stream footprint: ") << b.what;
+    }
+  }
+  // The streaming launcher itself (which MatmulContext validates for): both folds on is invalid,
+  // the SwiGLU fold on the ring unsupported.
+  StreamMatmulArgs a{nullptr, 0,      good.w, good.y, good.ldy, good.m,
+                     good.n,  good.k, true,   {},     {},       good.silu_fold};
+  EXPECT_EQ(launch_matmul_stream(a, 0, 0, LaunchOptions{}, &fp, false), cudaErrorNotSupported);
+  a.fold.residual = res.ptr;
+  a.fold.weight = reinterpret_cast<const bf16*>(gain.ptr);
+  EXPECT_EQ(launch_matmul_stream(a, 0, 0, LaunchOptions{}, &fp, false), cudaErrorInvalidValue);
+  if (bulk) {
+    EXPECT_EQ(launch_matmul_stream(a, 0, 0, LaunchOptions{}, &fp, true), cudaErrorInvalidValue);
+  }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
@@ -797,11 +981,7 @@ TEST(MatmulTest, InvalidParamsReturnInvalidValue) {
   ASSERT_EQ(ctx.run_cublaslt(good), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
-  struct Bad {
-    const char* what;
-    MatmulParams p;
-  };
-  std::vector<Bad> bad;
+  std::vector<BadParams> bad;
   auto add = [&](const char* what, auto mutate) {
     MatmulParams p = good;
     mutate(p);
@@ -822,7 +1002,7 @@ TEST(MatmulTest, InvalidParamsReturnInvalidValue) {
   add("x misaligned", [](MatmulParams& p) { p.x += 1; });
   add("w misaligned", [](MatmulParams& p) { p.w += 4; });
   add("y misaligned for f32", [](MatmulParams& p) { p.y = static_cast<char*>(p.y) + 2; });
-  for (const Bad& b : bad) {
+  for (const BadParams& b : bad) {
     EXPECT_EQ(ctx.run_small_m(b.p), cudaErrorInvalidValue) << "small_m: " << b.what;
     EXPECT_EQ(ctx.run_stream(b.p), cudaErrorInvalidValue) << "stream: " << b.what;
     EXPECT_EQ(ctx.run_cublaslt(b.p), cudaErrorInvalidValue) << "cublaslt: " << b.what;
