@@ -37,8 +37,8 @@ struct BenchOpts {
   TpOptions tp;  // --tp and the options of joining a tensor-parallel job
   std::string model, preset, batches, pdl = "both", backend = "conventional", json_out, git_sha;
   std::string prefill = "layers";
-  std::string chain_waits = "grid", fold_norms = "on";  // the PDL chain's options
-  std::vector<std::string> plans;                       // --plan, repeatable
+  std::string chain_waits = "grid", fold_norms = "on", fold_silu = "on";  // the PDL chain's
+  std::vector<std::string> plans;                                         // --plan, repeatable
   int prompt = 32, gen = 128, repeats = 3, overlap_streams = 3, overlap_vendor_chunks = 1;
   bool overlap_v0 = false, overlap_pdl_chain = false, step_times = false;
   uint64_t seed = 0;
@@ -119,6 +119,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
   eo.overlap_pdl_chain = o.overlap_pdl_chain;
   eo.overlap_chain_counter_waits = o.chain_waits == "counter";
   eo.overlap_fold_norms = o.fold_norms == "on";
+  eo.overlap_fold_silu = o.fold_silu == "on";
   eo.overlap_conventional_arithmetic = !o.overlap_v0;
   eo.overlap_vendor_chunks = o.overlap_vendor_chunks;
   ConventionalExecutor ex(cfg, src.weights, eo,
@@ -239,6 +240,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
                           {"overlap_pdl_chain", o.overlap_pdl_chain},
                           {"overlap_chain_waits", o.chain_waits},
                           {"overlap_fold_norms", o.fold_norms == "on"},
+                          {"overlap_fold_silu", o.fold_silu == "on"},
                           {"overlap_arithmetic", o.overlap_v0 ? "v0" : "conventional"},
                           {"overlap_vendor_chunks", o.overlap_vendor_chunks},
                           {"prefill_path", prefill_path_name(run_prefill)},
@@ -401,6 +403,9 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--overlap-fold-norms", o->fold_norms,
                  "on (default) or off: the chain folds each norm into the streaming matmul "
                  "after it");
+  app.add_option("--overlap-fold-silu", o->fold_silu,
+                 "on (default) or off: the chain folds SiLU·mul into the streaming down "
+                 "projection after it");
   app.add_flag("--overlap-v0", o->overlap_v0,
                "overlap step of v0: every matmul on the small-m kernel, capped attention splits");
   app.add_option("--overlap-vendor-chunks", o->overlap_vendor_chunks,
@@ -428,6 +433,9 @@ Runner add_bench(CLI::App& app) {
     if (o->fold_norms != "on" && o->fold_norms != "off")
       throw_input_error("--overlap-fold-norms", "",
                         "expected on or off, found '" + o->fold_norms + "'");
+    if (o->fold_silu != "on" && o->fold_silu != "off")
+      throw_input_error("--overlap-fold-silu", "",
+                        "expected on or off, found '" + o->fold_silu + "'");
     // A bad value is an error before any GPU work, on any build.
     [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
 #ifdef MEGAOPS_HAVE_CUDA

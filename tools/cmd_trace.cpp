@@ -25,7 +25,7 @@ Runner add_trace(CLI::App& app) {
     std::string out = "trace.json";
     int warmup = 8, streams = 3;
     bool pdl_chain = false;
-    std::string chain_waits = "grid", fold_norms = "on";
+    std::string chain_waits = "grid", fold_norms = "on", fold_silu = "on";
   };
   auto o = std::make_shared<Opts>();
   add_model_run_options(app, *o);
@@ -36,6 +36,8 @@ Runner add_trace(CLI::App& app) {
                  "the chain's waits: grid (default; griddepcontrol.wait) or counter");
   app.add_option("--fold-norms", o->fold_norms,
                  "on (default) or off: the chain folds norms into their streaming matmuls");
+  app.add_option("--fold-silu", o->fold_silu,
+                 "on (default) or off: the chain folds SiLU·mul into its streaming down matmul");
   app.add_option("--out", o->out, "Chrome-trace JSON to write (default trace.json)");
   return [o]() -> int {
 #ifdef MEGAOPS_HAVE_CUDA
@@ -50,6 +52,8 @@ Runner add_trace(CLI::App& app) {
                         "expected grid or counter, found '" + o->chain_waits + "'");
     if (o->fold_norms != "on" && o->fold_norms != "off")
       throw_input_error("--fold-norms", "", "expected on or off, found '" + o->fold_norms + "'");
+    if (o->fold_silu != "on" && o->fold_silu != "off")
+      throw_input_error("--fold-silu", "", "expected on or off, found '" + o->fold_silu + "'");
     if (o->pdl_chain && o->streams != 1)
       throw_input_error(
           "--pdl-chain", "",
@@ -63,6 +67,7 @@ Runner add_trace(CLI::App& app) {
     eo.overlap_pdl_chain = o->pdl_chain;
     eo.overlap_chain_counter_waits = o->chain_waits == "counter";
     eo.overlap_fold_norms = o->fold_norms == "on";
+    eo.overlap_fold_silu = o->fold_silu == "on";
     eo.overlap_trace_capacity = 1u << 20;
     ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
       print_progress("loading " + src.name, d, t);
@@ -80,10 +85,10 @@ Runner add_trace(CLI::App& app) {
     TraceMeta meta;
     meta.model = src.name;
     meta.gpu = prop.name;
-    meta.backend =
-        "overlap W=" + std::to_string(o->streams) +
-        (o->pdl_chain ? " PDL chain, " + o->chain_waits + " waits, norms folded " + o->fold_norms
-                      : std::string());
+    meta.backend = "overlap W=" + std::to_string(o->streams) +
+                   (o->pdl_chain ? " PDL chain, " + o->chain_waits + " waits, norms folded " +
+                                       o->fold_norms + ", SiLU folded " + o->fold_silu
+                                 : std::string());
     meta.batch = o->batch;
     meta.dropped = dropped;
     std::ofstream f(o->out);

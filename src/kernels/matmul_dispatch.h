@@ -89,6 +89,13 @@ constexpr int64_t MATMUL_DISPATCH_BULK_QKVO_N_MAX = 4096;
 // (16384 x 2048) on the same kernel lost (overlap 1.174-1.183 -> 1.198, PDL off 1.053
 // -> 1.086-1.090), so it stays on cuBLASLt.
 constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP_K_MAX = 1024;
+// Under PDL, also the 1B-class gate_up (k <= 2048, n <= 16384: 16384 x 2048) on the bulk kernel:
+// the PDL chain then folds the norm before it (kernels/norm_fold.cuh) and has no vendor GEMM in
+// the layer. Measured (bench/results/2026-11-30-s16-call2, one H200, rows alternated,
+// llama3.2-1b batch 1, ms/token, conventional + PDL / chain): 0.932-0.933 / 0.886-0.888 against
+// 0.934-0.944 / 0.918-0.928 with it on cuBLASLt. Without PDL it stays on cuBLASLt (item 30 above).
+constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP_PDL_K_MAX = 2048;
+constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP_PDL_N_MAX = 16384;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_N_MAX = 2048;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_K_MAX = 8192;
 
@@ -100,7 +107,9 @@ constexpr MatmulPath matmul_dispatch_path(int64_t m, int64_t n, int64_t k, bool 
   if (bulk && m == 1 && matmul_stream_fits(m, k) &&
       ((k <= MATMUL_DISPATCH_SMALL_K_MAX && n <= MATMUL_DISPATCH_BULK_QKVO_N_MAX) ||
        (k <= MATMUL_DISPATCH_BULK_GATEUP_K_MAX && n <= MATMUL_DISPATCH_SMALL_N_MAX) ||
-       (n <= MATMUL_DISPATCH_BULK_DOWN_N_MAX && k <= MATMUL_DISPATCH_BULK_DOWN_K_MAX)))
+       (n <= MATMUL_DISPATCH_BULK_DOWN_N_MAX && k <= MATMUL_DISPATCH_BULK_DOWN_K_MAX) ||
+       (pdl && k <= MATMUL_DISPATCH_BULK_GATEUP_PDL_K_MAX &&
+        n <= MATMUL_DISPATCH_BULK_GATEUP_PDL_N_MAX)))
     return MatmulPath::Stream;
   if (m <= MATMUL_DISPATCH_SMALL_M_MAX && k <= MATMUL_DISPATCH_SMALL_K_MAX &&
       n <= MATMUL_DISPATCH_SMALL_N_MAX)

@@ -106,8 +106,9 @@ struct OverlapOp {
   int stream = 0;
   bool waits = false;
   bool signals = false;
-  // A norm folded into the matmul after it (ExecutorOptions::overlap_fold_norms): it keeps its
-  // name and counter id but launches nothing; the matmul waits where the norm would have.
+  // A norm or SiLU·mul folded into the matmul after it (ExecutorOptions::overlap_fold_norms,
+  // overlap_fold_silu): it keeps its name and counter id but launches nothing; the matmul waits
+  // where it would have.
   bool folded = false;
 };
 
@@ -801,9 +802,11 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   const int chunks = opt.overlap_vendor_chunks;
   const bool chain = opt.overlap_pdl_chain;
   auto matmul_op = [&](const bf16* x, const bf16* w, float* y, int n, int k,
-                       const NormFold& fold = NormFold{}) {
+                       const NormFold& fold = NormFold{},
+                       const SiluMulFold& silu_fold = SiluMulFold{}) {
     MatmulParams p = matmul_params(x, w, y, DType::F32, b, n, k);
     p.fold = fold;
+    p.silu_fold = silu_fold;
     // The conventional step's path (the chain's launches are PDL ones: the path of the
     // conventional step with PDL), or with the v0 arithmetic always the small-m kernel.
     p.launch.pdl = chain;
@@ -864,6 +867,20 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     add_capped(p, MatmulContext::small_m_footprint,
                [mmc](const MatmulParams& q) { return mmc->run_small_m(q); });
   };
+  // The op of a producer folded into the matmul after it: it keeps its name and counter id,
+  // occupies nothing and launches nothing.
+  auto add_folded = [&] {
+    OverlapOp op;
+    op.name = st.op_names[ops.size()];
+    op.folded = true;
+    op.footprint = [](int, KernelFootprint* f) {
+      f->ctas = 0;
+      f->blocks_per_sm = 1;
+      return cudaSuccess;
+    };
+    op.launch = [](int, const TileSync&, bool, cudaStream_t) { return cudaSuccess; };
+    ops.push_back(std::move(op));
+  };
   // The residual stream: the norms update it in place; a folded norm's matmul reads it and
   // writes the sum into the other buffer, which becomes the stream.
   float* resid = st.resid;
@@ -886,16 +903,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       matmul_op(normed, w, y, n, h);
       return;
     }
-    OverlapOp op;
-    op.name = st.op_names[ops.size()];
-    op.folded = true;
-    op.footprint = [](int, KernelFootprint* f) {
-      f->ctas = 0;
-      f->blocks_per_sm = 1;
-      return cudaSuccess;
-    };
-    op.launch = [](int, const TileSync&, bool, cudaStream_t) { return cudaSuccess; };
-    ops.push_back(std::move(op));
+    add_folded();
     float* next = resid == st.resid ? st.resid_alt : st.resid;
     NormFold f;
     f.residual = resid;
@@ -914,6 +922,25 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     sp.m = b;
     sp.inter = inter;
     add_capped(sp, silu_mul_footprint, launch_silu_mul);
+  };
+  // SiLU·mul and the down projection: in the PDL chain with ExecutorOptions::overlap_fold_silu,
+  // where down runs on the bulk streaming kernel, SiLU·mul becomes a placeholder and down
+  // computes the activation from the gate|up rows in its prologue (kernels/act_fold.cuh), bit
+  // for bit.
+  auto silu_down_op = [&](const float* gu, bf16* act, const bf16* w, float* y) {
+    MatmulParams q = matmul_params(act, w, y, DType::F32, b, h, inter);
+    q.launch.pdl = chain;
+    const bool fold = chain && opt.overlap_fold_silu && same_arithmetic &&
+                      mmc->path(q) == MatmulPath::Stream && mmc->stream_bulk();
+    if (!fold) {
+      silu_op(gu, act);
+      matmul_op(act, w, y, h, inter);
+      return;
+    }
+    add_folded();
+    SiluMulFold f;
+    f.gate_up = gu;
+    matmul_op(nullptr, w, y, h, inter, NormFold{}, f);
   };
 
   const EmbeddingParams ep = embedding_params(dec_tokens, st.resid, b);
@@ -941,8 +968,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
           launch_decode_attention_split);
       matmul_op(A.attn, W.wo, A.o, h, qd);
       norm_matmul_op(A.o, W.ln2, A.n2, W.wgu, A.gu, 2 * inter);
-      silu_op(A.gu, A.act);
-      matmul_op(A.act, W.wdown, A.down, h, inter);
+      silu_down_op(A.gu, A.act, W.wdown, A.down);
       continue;
     }
     // The split count fixes the workspace layout, so the combine launch must see the split's
@@ -1035,8 +1061,8 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
     ops[k].waits = sync[k].waits;
     ops[k].signals = sync[k].signals;
   }
-  // A folded norm (the chain only, W = 1: its matmul follows it on the one stream) hands its wait
-  // to its matmul, which waits for the norm's producer (record_overlap_step's sync_for); that
+  // A folded op (the chain only, W = 1: its matmul follows it on the one stream) hands its wait
+  // to its matmul, which waits for the folded op's producer (record_overlap_step's sync_for); that
   // producer signals exactly when the norm waited for it.
   for (size_t k = 1; k + 1 < ops.size(); ++k)
     if (ops[k].folded) {
@@ -1086,7 +1112,7 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
     TileSync s;
     s.step = st.step;
     if (ops[k].waits && !grid_waits) {
-      // The producer: the op before, or before a folded norm the op before that.
+      // The producer: the op before, or before a folded op the op before that.
       const size_t src = ops[k - 1].folded ? k - 2 : k - 1;
       s.wait_counter[0] = st.counters + src;
       s.wait_target_per_step[0] = TILE_SYNC_STEP_SUM;

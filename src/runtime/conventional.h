@@ -95,6 +95,9 @@ struct ExecutorOptions {
   // folded into that matmul's prologue (kernels/norm_fold.cuh): the norm's op launches nothing.
   // Same bits as unfolded.
   bool overlap_fold_norms = true;
+  // In the chain, SiLU·mul folded into the down projection after it where that runs on the bulk
+  // streaming kernel (kernels/act_fold.cuh): SiLU·mul's op launches nothing. Same bits.
+  bool overlap_fold_silu = true;
   // Test knobs (defaults off). Reverse: issue the streams' ops last stream first (consumers before
   // their producers; each stream's own order is kept, which stream semantics require). Delay: a
   // random delay in [0, max] ns before every signal, per (seed, op, CTA, step). Drop: the named op

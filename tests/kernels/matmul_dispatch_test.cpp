@@ -52,11 +52,20 @@ TEST(MatmulDispatch, LongWeightStreamsStayOnCublasLt) {
                 MatmulPath::CublasLt);  // qwen3-8b down
       EXPECT_EQ(matmul_dispatch_path(1, 128256, 4096, pdl, bulk), MatmulPath::CublasLt);  // LM head
       EXPECT_EQ(matmul_dispatch_path(1, 128256, 2048, pdl, bulk), MatmulPath::CublasLt);  // 1B's
-      EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, pdl, bulk),
-                MatmulPath::CublasLt);  // 1B gate_up
+      // 1B gate_up: on the bulk kernel under PDL (MatmulDispatch.OneBGateUpStreamsUnderPdl).
+      if (!(pdl && bulk)) {
+        EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, pdl, bulk), MatmulPath::CublasLt);
+      }
       EXPECT_EQ(matmul_dispatch_path(32, 3072, 2048, pdl, bulk), MatmulPath::CublasLt);  // prefill
     }
   }
+}
+
+TEST(MatmulDispatch, OneBGateUpStreamsUnderPdl) {
+  EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, true), MatmulPath::Stream);
+  EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, false), MatmulPath::CublasLt);
+  EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, true, false), MatmulPath::CublasLt);
+  EXPECT_EQ(matmul_dispatch_path(2, 16384, 2048, true), MatmulPath::CublasLt);
 }
 
 }  // namespace

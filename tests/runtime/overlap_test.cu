@@ -340,8 +340,8 @@ TEST(Overlap, ConsumerFirstIssueOrder) {
 
 // The PDL chain (ExecutorOptions::overlap_pdl_chain): every own kernel launched with PDL on the
 // one stream, each waiting on the grid before it (the default) or on its producer's counter,
-// with the norms folded into their streaming matmuls (the default; batch 1 runs the bulk
-// streaming kernel) or not. Bit-equal to the conventional step with PDL, eagerly and captured,
+// with the norms and SiLU·mul folded into their streaming matmuls (the default; batch 1 runs the
+// bulk streaming kernel) or not. Bit-equal to the conventional step with PDL, eagerly and captured,
 // with random producer delays (a consumer whose CTAs start early must still wait), at batch 1,
 // 3 (small-m / streaming matmuls) and 12 (cuBLASLt, stream-ordered, the op after it waiting for
 // its completion); and rejected with W > 1.
@@ -369,6 +369,7 @@ TEST(Overlap, PdlChainMatchesConventional) {
             o.overlap_pdl_chain = true;
             o.overlap_chain_counter_waits = counter_waits;
             o.overlap_fold_norms = fold;
+            o.overlap_fold_silu = fold;
             o.debug_sync = debug;
             ConventionalExecutor chain(cfg, random_filler(seed), o);
             if (delay > 0) chain.set_overlap_delay(delay, seed ^ 0xc4a1ull);
@@ -613,11 +614,11 @@ TEST(Overlap, TraceRecordsEveryOpOfTheStep) {
 }
 
 // The chain's defaults, seen from the trace: at batch 1 on the bulk streaming kernel (sm_90) every
-// norm before a streaming matmul is folded into it and records no CTA (its matmul does the
-// work), the final norm (before the LM head) still runs; with the fold off every norm runs. The
+// norm and SiLU·mul before a streaming matmul is folded into it and records no CTA (its matmul
+// does the work), the final norm (before the LM head) still runs; with the folds off all run. The
 // bit-equality of both is Overlap.PdlChainMatchesConventional; this test makes sure the fold
 // happened there.
-TEST(Overlap, PdlChainFoldsNormsIntoStreamingMatmuls) {
+TEST(Overlap, PdlChainFoldsIntoStreamingMatmuls) {
   MEGAOPS_REQUIRE_GPU();
   int major = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
@@ -630,6 +631,7 @@ TEST(Overlap, PdlChainFoldsNormsIntoStreamingMatmuls) {
     o.overlap_streams = 1;
     o.overlap_pdl_chain = true;
     o.overlap_fold_norms = fold;
+    o.overlap_fold_silu = fold;
     o.overlap_trace_capacity = 1u << 16;
     ConventionalExecutor ex(cfg, random_filler(seed), o);
     run_steps(ex, prompts, 2, false);
@@ -640,16 +642,16 @@ TEST(Overlap, PdlChainFoldsNormsIntoStreamingMatmuls) {
     std::vector<int> ctas(names.size(), 0);
     for (const TraceEvent& e : ex.take_overlap_trace(&dropped)) ++ctas[e.op_index];
     EXPECT_EQ(dropped, 0u);
-    int norms_run = 0, norms = 0;
+    int folds_run = 0, folds = 0;
     for (size_t k = 0; k < names.size(); ++k) {
-      const bool layer_norm = names[k].find("layernorm") != std::string::npos;
-      norms += layer_norm;
-      norms_run += layer_norm && ctas[k] > 0;
-      if (!layer_norm && names[k] != "step_advance")
-        EXPECT_GT(ctas[k], 0) << names[k] << " fold " << fold;
+      const bool foldable = names[k].find("layernorm") != std::string::npos ||
+                            names[k].find("silu_mul") != std::string::npos;
+      folds += foldable;
+      folds_run += foldable && ctas[k] > 0;
+      if (!foldable) EXPECT_GT(ctas[k], 0) << names[k] << " fold " << fold;
     }
-    EXPECT_EQ(norms, 2 * cfg.num_layers);
-    EXPECT_EQ(norms_run, fold ? 0 : norms) << "fold " << fold;
+    EXPECT_EQ(folds, 3 * cfg.num_layers);
+    EXPECT_EQ(folds_run, fold ? 0 : folds) << "fold " << fold;
   }
 }
 

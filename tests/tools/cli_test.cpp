@@ -318,7 +318,8 @@ TEST(Cli, BenchChainOptionsRejectUnknownValues) {
       "bench --preset tiny-llama3 --backend overlap --overlap-streams 1 "
       "--overlap-pdl-chain",
       {{"--overlap-chain-waits event", "--overlap-chain-waits"},
-       {"--overlap-fold-norms yes", "--overlap-fold-norms"}});
+       {"--overlap-fold-norms yes", "--overlap-fold-norms"},
+       {"--overlap-fold-silu 1", "--overlap-fold-silu"}});
 }
 
 // `bench --plan` accepts only what an executor can run; anything else is one error line naming
