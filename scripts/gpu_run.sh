@@ -230,11 +230,12 @@ if want tp; then
 fi
 
 # The overlap soak: the overlap and conventional executors decode the same prompts in lockstep
-# for SOAK_SECONDS (default 600), every token compared (Overlap.Soak).
+# for SOAK_SECONDS (default 600), every token compared (Overlap.Soak); SOAK_PDL_CHAIN=1 soaks the
+# PDL chain against conventional + PDL.
 if want soak; then
-  log "soak: ${SOAK_SECONDS:-600} s, ${SOAK_PRESET:-llama3.2-1b} batch ${SOAK_BATCH:-8}"
+  log "soak: ${SOAK_SECONDS:-600} s, ${SOAK_PRESET:-llama3.2-1b} batch ${SOAK_BATCH:-8}, chain ${SOAK_PDL_CHAIN:-0}"
   MEGAOPS_SOAK_SECONDS=${SOAK_SECONDS:-600} MEGAOPS_SOAK_PRESET=${SOAK_PRESET:-llama3.2-1b} \
-    MEGAOPS_SOAK_BATCH=${SOAK_BATCH:-8} timeout -k 5 $(( ${SOAK_SECONDS:-600} + 120 )) \
+    MEGAOPS_SOAK_BATCH=${SOAK_BATCH:-8} MEGAOPS_SOAK_PDL_CHAIN=${SOAK_PDL_CHAIN:-0} timeout -k 5 $(( ${SOAK_SECONDS:-600} + 120 )) \
     "$BIN/megaops_gpu_tests" --gtest_filter=Overlap.Soak \
     --gtest_output=json:"$OUT/soak.json" >"$OUT/soak.log" 2>&1 || status=1
   grep -E "^soak:|PASSED|FAILED|Watchdog|watchdog|tokens .* vs" "$OUT/soak.log" | tail -8

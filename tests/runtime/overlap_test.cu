@@ -475,8 +475,10 @@ TEST(OverlapDeathTest, PdlChainWatchdogNamesWaitingOp) {
 // (h) Soak, run by `gpu_run.sh soak` (skipped unless MEGAOPS_SOAK_SECONDS is set): the overlap and
 // the conventional executor decode the same random prompts in lockstep for that long, round after
 // round (prefill, then decode to the end of the context), every token compared. Preset and batch
-// from MEGAOPS_SOAK_PRESET (default llama3.2-1b) and MEGAOPS_SOAK_BATCH (default 8). A hang is
-// caught by the watchdog (an error naming the op), not by this test.
+// from MEGAOPS_SOAK_PRESET (default llama3.2-1b) and MEGAOPS_SOAK_BATCH (default 8);
+// MEGAOPS_SOAK_PDL_CHAIN=1 soaks the PDL chain with its defaults (grid waits, folds) against the
+// conventional executor with PDL. A hang is caught by the watchdog (an error naming the op), not
+// by this test.
 // Near-ties: the two executors sum in different orders (cuBLASLt vs the small-m kernel, attention
 // split counts), and on the real presets their bf16 logits differ by up to ~1e-2 relative (8e-3
 // measured on llama3.2-1b batch 8), so over millions of tokens a greedy pick flips wherever the
@@ -501,10 +503,17 @@ TEST(Overlap, Soak) {
   const ModelConfig cfg = preset_config(preset);
   const uint64_t seed = testing::test_seed();
   constexpr int PROMPT = 32, MAX_SEQ = 512;
-  ConventionalExecutor conv(cfg, random_filler(seed),
-                            options(batch, MAX_SEQ, DecodeBackend::Conventional));
-  ConventionalExecutor ovl(cfg, random_filler(seed),
-                           options(batch, MAX_SEQ, DecodeBackend::Overlap));
+  const char* chain_env = std::getenv("MEGAOPS_SOAK_PDL_CHAIN");
+  const bool chain = chain_env != nullptr && std::string(chain_env) == "1";
+  ExecutorOptions conv_opt = options(batch, MAX_SEQ, DecodeBackend::Conventional);
+  ExecutorOptions ovl_opt = options(batch, MAX_SEQ, DecodeBackend::Overlap);
+  if (chain) {
+    conv_opt.pdl = true;
+    ovl_opt.overlap_streams = 1;
+    ovl_opt.overlap_pdl_chain = true;
+  }
+  ConventionalExecutor conv(cfg, random_filler(seed), conv_opt);
+  ConventionalExecutor ovl(cfg, random_filler(seed), ovl_opt);
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -555,9 +564,9 @@ TEST(Overlap, Soak) {
     ++rounds;
   }
   std::printf(
-      "soak: %s batch %d, %.0f s, %lld rounds, %lld overlap steps (%lld tokens), "
+      "soak: %s batch %d%s, %.0f s, %lld rounds, %lld overlap steps (%lld tokens), "
       "%lld mismatches, %lld near-ties, worst sampled logits error %.3e\n",
-      preset.c_str(), batch, elapsed(), static_cast<long long>(rounds),
+      preset.c_str(), batch, chain ? " (PDL chain)" : "", elapsed(), static_cast<long long>(rounds),
       static_cast<long long>(steps), static_cast<long long>(steps * batch),
       static_cast<long long>(mismatches), static_cast<long long>(near_ties), worst_sampled);
   RecordProperty("soak_seconds", static_cast<int>(elapsed()));
