@@ -148,20 +148,26 @@ INSTANTIATE_TEST_SUITE_P(
 // 32-token prompt and 128 decode steps, the overlap step (default W, graph) against the
 // conventional executor in lockstep: identical greedy tokens at every step, logits within 1e-3
 // relative (the same arithmetic gives the same bits; the worst error is printed). The tiny models
-// above cannot show what only full-size grids do (budgets, vendor GEMMs, attention splits).
-class OverlapFullSize : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+// above cannot show what only full-size grids do (budgets, vendor GEMMs, attention splits). Each
+// also as the PDL chain with its defaults (grid waits, folds) against conventional + PDL.
+class OverlapFullSize : public ::testing::TestWithParam<std::tuple<std::string, int, bool>> {};
 
 TEST_P(OverlapFullSize, SameTokensAndLogitsAsConventional) {
   MEGAOPS_REQUIRE_GPU();
-  const auto& [preset, batch] = GetParam();
+  const auto& [preset, batch, chain] = GetParam();
   const ModelConfig cfg = preset_config(preset);
   const uint64_t seed = testing::test_seed();
   constexpr int PROMPT = 32, STEPS = 128;
   const auto prompts = random_prompts(std::vector<int>(batch, PROMPT), cfg.vocab_size, seed);
-  ConventionalExecutor conv(cfg, random_filler(seed),
-                            options(batch, PROMPT + STEPS, DecodeBackend::Conventional));
-  ConventionalExecutor ovl(cfg, random_filler(seed),
-                           options(batch, PROMPT + STEPS, DecodeBackend::Overlap));
+  ExecutorOptions conv_opt = options(batch, PROMPT + STEPS, DecodeBackend::Conventional);
+  ExecutorOptions ovl_opt = options(batch, PROMPT + STEPS, DecodeBackend::Overlap);
+  if (chain) {
+    conv_opt.pdl = true;
+    ovl_opt.overlap_streams = 1;
+    ovl_opt.overlap_pdl_chain = true;
+  }
+  ConventionalExecutor conv(cfg, random_filler(seed), conv_opt);
+  ConventionalExecutor ovl(cfg, random_filler(seed), ovl_opt);
   ASSERT_EQ(conv.prefill(prompts), ovl.prefill(prompts)) << preset << ": prefill";
   double worst = 0;
   for (int step = 0; step < STEPS; ++step) {
@@ -173,18 +179,19 @@ TEST_P(OverlapFullSize, SameTokensAndLogitsAsConventional) {
     ASSERT_LE(err, 1e-3) << preset << " batch " << batch << " step " << step;
   }
   std::printf(
-      "overlap vs conventional: %s batch %d, %d steps: tokens identical, worst logits "
+      "overlap%s vs conventional: %s batch %d, %d steps: tokens identical, worst logits "
       "relative error %.3e\n",
-      preset.c_str(), batch, STEPS, worst);
+      chain ? " (PDL chain)" : "", preset.c_str(), batch, STEPS, worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(FullSize, OverlapFullSize,
                          ::testing::Combine(::testing::Values("llama3.2-1b", "qwen3-0.6b",
                                                               "llama3.1-8b", "qwen3-8b"),
-                                            ::testing::Values(1, 32)),
+                                            ::testing::Values(1, 32), ::testing::Bool()),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_b" +
-                                           std::to_string(std::get<1>(info.param));
+                                           std::to_string(std::get<1>(info.param)) +
+                                           (std::get<2>(info.param) ? "_chain" : "");
                            for (char& ch : n)
                              if (ch == '-' || ch == '.') ch = '_';
                            return n;
