@@ -37,8 +37,8 @@ struct BenchOpts {
   TpOptions tp;  // --tp and the options of joining a tensor-parallel job
   std::string model, preset, batches, pdl = "both", backend = "conventional", json_out, git_sha;
   std::string prefill = "layers";
-  std::string chain_waits = "grid", fold_norms = "on", fold_silu = "on";  // the PDL chain's
-  std::vector<std::string> plans;                                         // --plan, repeatable
+  ChainOptions chain;              // --overlap-chain-waits, --overlap-fold-*
+  std::vector<std::string> plans;  // --plan, repeatable
   int prompt = 32, gen = 128, repeats = 3, overlap_streams = 3, overlap_vendor_chunks = 1;
   bool overlap_v0 = false, overlap_pdl_chain = false, step_times = false;
   uint64_t seed = 0;
@@ -117,9 +117,9 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
   eo.max_seq = o.prompt + o.gen;
   eo.overlap_streams = o.overlap_streams;
   eo.overlap_pdl_chain = o.overlap_pdl_chain;
-  eo.overlap_chain_counter_waits = o.chain_waits == "counter";
-  eo.overlap_fold_norms = o.fold_norms == "on";
-  eo.overlap_fold_silu = o.fold_silu == "on";
+  eo.overlap_chain_counter_waits = o.chain.counter_waits();
+  eo.overlap_fold_norms = o.chain.folds_norms();
+  eo.overlap_fold_silu = o.chain.folds_silu();
   eo.overlap_conventional_arithmetic = !o.overlap_v0;
   eo.overlap_vendor_chunks = o.overlap_vendor_chunks;
   ConventionalExecutor ex(cfg, src.weights, eo,
@@ -238,9 +238,9 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
                           {"repeats", o.repeats},
                           {"overlap_streams", o.overlap_streams},
                           {"overlap_pdl_chain", o.overlap_pdl_chain},
-                          {"overlap_chain_waits", o.chain_waits},
-                          {"overlap_fold_norms", o.fold_norms == "on"},
-                          {"overlap_fold_silu", o.fold_silu == "on"},
+                          {"overlap_chain_waits", o.chain.waits},
+                          {"overlap_fold_norms", o.chain.folds_norms()},
+                          {"overlap_fold_silu", o.chain.folds_silu()},
                           {"overlap_arithmetic", o.overlap_v0 ? "v0" : "conventional"},
                           {"overlap_vendor_chunks", o.overlap_vendor_chunks},
                           {"prefill_path", prefill_path_name(run_prefill)},
@@ -397,15 +397,7 @@ Runner add_bench(CLI::App& app) {
   app.add_flag("--overlap-pdl-chain", o->overlap_pdl_chain,
                "overlap step at --overlap-streams 1 as a PDL chain: each own kernel launched "
                "with PDL, waiting on the kernel before it");
-  app.add_option("--overlap-chain-waits", o->chain_waits,
-                 "how a chain op waits for the op before it: grid (default; griddepcontrol.wait) "
-                 "or counter (its tile counter)");
-  app.add_option("--overlap-fold-norms", o->fold_norms,
-                 "on (default) or off: the chain folds each norm into the streaming matmul "
-                 "after it");
-  app.add_option("--overlap-fold-silu", o->fold_silu,
-                 "on (default) or off: the chain folds SiLU·mul into the streaming down "
-                 "projection after it");
+  add_chain_options(app, o->chain, "--overlap-");
   app.add_flag("--overlap-v0", o->overlap_v0,
                "overlap step of v0: every matmul on the small-m kernel, capped attention splits");
   app.add_option("--overlap-vendor-chunks", o->overlap_vendor_chunks,
@@ -427,15 +419,7 @@ Runner add_bench(CLI::App& app) {
       throw_input_error("--overlap-pdl-chain", "",
                         "needs --overlap-streams 1 (one stream carries the chain), found " +
                             std::to_string(o->overlap_streams));
-    if (o->chain_waits != "grid" && o->chain_waits != "counter")
-      throw_input_error("--overlap-chain-waits", "",
-                        "expected grid or counter, found '" + o->chain_waits + "'");
-    if (o->fold_norms != "on" && o->fold_norms != "off")
-      throw_input_error("--overlap-fold-norms", "",
-                        "expected on or off, found '" + o->fold_norms + "'");
-    if (o->fold_silu != "on" && o->fold_silu != "off")
-      throw_input_error("--overlap-fold-silu", "",
-                        "expected on or off, found '" + o->fold_silu + "'");
+    check_chain_options(o->chain, "--overlap-");
     // A bad value is an error before any GPU work, on any build.
     [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
 #ifdef MEGAOPS_HAVE_CUDA

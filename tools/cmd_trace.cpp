@@ -25,19 +25,14 @@ Runner add_trace(CLI::App& app) {
     std::string out = "trace.json";
     int warmup = 8, streams = 3;
     bool pdl_chain = false;
-    std::string chain_waits = "grid", fold_norms = "on", fold_silu = "on";
+    ChainOptions chain;  // --chain-waits, --fold-norms, --fold-silu
   };
   auto o = std::make_shared<Opts>();
   add_model_run_options(app, *o);
   app.add_option("--warmup", o->warmup, "decode steps before the traced one");
   app.add_option("--streams", o->streams, "overlap streams (W)");
   app.add_flag("--pdl-chain", o->pdl_chain, "the overlap step as a PDL chain (needs --streams 1)");
-  app.add_option("--chain-waits", o->chain_waits,
-                 "the chain's waits: grid (default; griddepcontrol.wait) or counter");
-  app.add_option("--fold-norms", o->fold_norms,
-                 "on (default) or off: the chain folds norms into their streaming matmuls");
-  app.add_option("--fold-silu", o->fold_silu,
-                 "on (default) or off: the chain folds SiLU·mul into its streaming down matmul");
+  add_chain_options(app, o->chain, "--");
   app.add_option("--out", o->out, "Chrome-trace JSON to write (default trace.json)");
   return [o]() -> int {
 #ifdef MEGAOPS_HAVE_CUDA
@@ -47,13 +42,7 @@ Runner add_trace(CLI::App& app) {
       throw_input_error("--warmup", "", "expected >= 0, found " + std::to_string(o->warmup));
     if (o->streams < 1 || o->streams > 8)
       throw_input_error("--streams", "", "expected 1..8, found " + std::to_string(o->streams));
-    if (o->chain_waits != "grid" && o->chain_waits != "counter")
-      throw_input_error("--chain-waits", "",
-                        "expected grid or counter, found '" + o->chain_waits + "'");
-    if (o->fold_norms != "on" && o->fold_norms != "off")
-      throw_input_error("--fold-norms", "", "expected on or off, found '" + o->fold_norms + "'");
-    if (o->fold_silu != "on" && o->fold_silu != "off")
-      throw_input_error("--fold-silu", "", "expected on or off, found '" + o->fold_silu + "'");
+    check_chain_options(o->chain, "--");
     if (o->pdl_chain && o->streams != 1)
       throw_input_error(
           "--pdl-chain", "",
@@ -65,9 +54,9 @@ Runner add_trace(CLI::App& app) {
     eo.backend = DecodeBackend::Overlap;
     eo.overlap_streams = o->streams;
     eo.overlap_pdl_chain = o->pdl_chain;
-    eo.overlap_chain_counter_waits = o->chain_waits == "counter";
-    eo.overlap_fold_norms = o->fold_norms == "on";
-    eo.overlap_fold_silu = o->fold_silu == "on";
+    eo.overlap_chain_counter_waits = o->chain.counter_waits();
+    eo.overlap_fold_norms = o->chain.folds_norms();
+    eo.overlap_fold_silu = o->chain.folds_silu();
     eo.overlap_trace_capacity = 1u << 20;
     ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
       print_progress("loading " + src.name, d, t);
@@ -86,8 +75,8 @@ Runner add_trace(CLI::App& app) {
     meta.model = src.name;
     meta.gpu = prop.name;
     meta.backend = "overlap W=" + std::to_string(o->streams) +
-                   (o->pdl_chain ? " PDL chain, " + o->chain_waits + " waits, norms folded " +
-                                       o->fold_norms + ", SiLU folded " + o->fold_silu
+                   (o->pdl_chain ? " PDL chain, " + o->chain.waits + " waits, norms folded " +
+                                       o->chain.fold_norms + ", SiLU folded " + o->chain.fold_silu
                                  : std::string());
     meta.batch = o->batch;
     meta.dropped = dropped;

@@ -48,6 +48,19 @@ void add_model_run_options(CLI::App& app, ModelRunOptions& o);
 // Throws InputError naming the option unless 1 <= batch <= 64 and prompt >= 1.
 void check_model_run_options(const ModelRunOptions& o);
 
+// The PDL chain's options (ExecutorOptions::overlap_chain_counter_waits, overlap_fold_norms,
+// overlap_fold_silu), shared by bench and trace: `prefix` + "chain-waits" grid|counter,
+// + "fold-norms" on|off, + "fold-silu" on|off.
+struct ChainOptions {
+  std::string waits = "grid", fold_norms = "on", fold_silu = "on";
+  bool counter_waits() const { return waits == "counter"; }
+  bool folds_norms() const { return fold_norms == "on"; }
+  bool folds_silu() const { return fold_silu == "on"; }
+};
+void add_chain_options(CLI::App& app, ChainOptions& o, const std::string& prefix);
+// Throws InputError naming the option (prefix + name) on a value outside its two.
+void check_chain_options(const ChainOptions& o, const std::string& prefix);
+
 // The current time as "YYYY-MM-DDTHH:MM:SSZ" (UTC), for result files.
 std::string utc_now();
 

@@ -63,6 +63,30 @@ void check_model_run_options(const ModelRunOptions& o) {
     throw_input_error("--prompt", "", "expected >= 1, found " + std::to_string(o.prompt));
 }
 
+void add_chain_options(CLI::App& app, ChainOptions& o, const std::string& prefix) {
+  app.add_option(prefix + "chain-waits", o.waits,
+                 "how a chain op waits for the op before it: grid (default; griddepcontrol.wait) "
+                 "or counter (its tile counter)");
+  app.add_option(prefix + "fold-norms", o.fold_norms,
+                 "on (default) or off: the chain folds each norm into the streaming matmul "
+                 "after it");
+  app.add_option(prefix + "fold-silu", o.fold_silu,
+                 "on (default) or off: the chain folds SiLU·mul into the streaming down "
+                 "projection after it");
+}
+
+void check_chain_options(const ChainOptions& o, const std::string& prefix) {
+  auto check = [&](const std::string& name, const std::string& value, const char* a,
+                   const char* b) {
+    if (value != a && value != b)
+      throw_input_error(prefix + name, "",
+                        std::string("expected ") + a + " or " + b + ", found '" + value + "'");
+  };
+  check("chain-waits", o.waits, "grid", "counter");
+  check("fold-norms", o.fold_norms, "on", "off");
+  check("fold-silu", o.fold_silu, "on", "off");
+}
+
 std::string utc_now() {
   std::time_t t = std::time(nullptr);
   char buf[32];

@@ -590,7 +590,6 @@ cudaError_t stream_dispatch(const MatmulParams& p, int stages, bool bulk,
                             KernelFootprint* footprint) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
   if (p.max_ctas < 0) return cudaErrorInvalidValue;
-  if (folds(p) && !bulk) return cudaErrorNotSupported;  // the ring version does not fold
   const StreamMatmulArgs a{
       p.x,    p.ldx,  p.w,        p.y, p.ldy, p.m, p.n, p.k, p.y_dtype == DType::F32,
       p.sync, p.fold, p.silu_fold};

@@ -54,6 +54,23 @@ struct MatmulParams {
   LaunchOptions launch;
 };
 
+// y [m, n] = x [m, k] . w [n, k]^T with contiguous rows (ldx = k, ldy = n); launch options,
+// hooks and folds left default.
+inline MatmulParams matmul_params(const bf16* x, const bf16* w, void* y, DType y_dtype, int m,
+                                  int n, int k) {
+  MatmulParams p;
+  p.x = x;
+  p.ldx = k;
+  p.w = w;
+  p.y = y;
+  p.ldy = n;
+  p.y_dtype = y_dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  return p;
+}
+
 // Everything cuBLASLt's heuristic sees of a problem, and the device: the key of a tuned algorithm.
 struct CublasLtKey {
   int device, m, n, k;

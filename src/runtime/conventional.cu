@@ -249,20 +249,11 @@ struct ConventionalExecutor::Impl {
 
   LaunchOptions launch(bool pdl) const { return LaunchOptions{stream, pdl}; }
 
-  // y [m, n] = x [m, k] . w [n, k]^T, contiguous rows; launch options and hooks left default.
-  static MatmulParams matmul_params(const bf16* x, const bf16* w, void* y, DType y_dtype, int m,
-                                    int n, int k) {
-    MatmulParams p;
-    p.x = x;
-    p.ldx = k;
-    p.w = w;
-    p.y = y;
-    p.ldy = n;
-    p.y_dtype = y_dtype;
-    p.m = m;
-    p.n = n;
-    p.k = k;
-    return p;
+  // The PDL chain waits on the grid before it (griddepcontrol.wait: the kernel launched before it
+  // on the stream, and through it every earlier one) unless told to wait on counters; then no op
+  // signals a counter.
+  bool chain_grid_waits() const {
+    return opt.overlap_pdl_chain && !opt.overlap_chain_counter_waits;
   }
 
   // As matmul_params, with output rows ldy apart (0 = n), launched on the step's stream.
@@ -881,6 +872,13 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     op.launch = [](int, const TileSync&, bool, cudaStream_t) { return cudaSuccess; };
     ops.push_back(std::move(op));
   };
+  // Whether the chain folds the producer of x into the matmul y [b, n] = x . w^T (k = x's width):
+  // where that matmul runs on the bulk streaming kernel, the only one that folds.
+  auto folds_into = [&](const bf16* x, const bf16* w, float* y, int n, int k) {
+    MatmulParams q = matmul_params(x, w, y, DType::F32, b, n, k);
+    q.launch.pdl = chain;
+    return chain && same_arithmetic && mmc->path(q) == MatmulPath::Stream && mmc->stream_bulk();
+  };
   // The residual stream: the norms update it in place; a folded norm's matmul reads it and
   // writes the sum into the other buffer, which becomes the stream.
   float* resid = st.resid;
@@ -894,11 +892,8 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   // launches nothing and the matmul computes it in its prologue, bit for bit.
   auto norm_matmul_op = [&](const float* delta_in, const bf16* ln, bf16* normed, const bf16* w,
                             float* y, int n) {
-    MatmulParams q = matmul_params(normed, w, y, DType::F32, b, n, h);
-    q.launch.pdl = chain;
-    const bool fold = st.resid_alt != nullptr && same_arithmetic &&
-                      mmc->path(q) == MatmulPath::Stream && mmc->stream_bulk();
-    if (!fold) {
+    // resid_alt exists exactly when the chain folds norms (setup_overlap).
+    if (st.resid_alt == nullptr || !folds_into(normed, w, y, n, h)) {
       norm_op(delta_in, ln, normed);
       matmul_op(normed, w, y, n, h);
       return;
@@ -928,11 +923,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   // computes the activation from the gate|up rows in its prologue (kernels/act_fold.cuh), bit
   // for bit.
   auto silu_down_op = [&](const float* gu, bf16* act, const bf16* w, float* y) {
-    MatmulParams q = matmul_params(act, w, y, DType::F32, b, h, inter);
-    q.launch.pdl = chain;
-    const bool fold = chain && opt.overlap_fold_silu && same_arithmetic &&
-                      mmc->path(q) == MatmulPath::Stream && mmc->stream_bulk();
-    if (!fold) {
+    if (!opt.overlap_fold_silu || !folds_into(act, w, y, h, inter)) {
       silu_op(gu, act);
       matmul_op(act, w, y, h, inter);
       return;
@@ -1073,7 +1064,7 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
   // The chain's waits on the grid before (the default, ExecutorOptions::
   // overlap_chain_counter_waits off): no op waits on a counter, so none signals; step_advance
   // still brings every counter to the step's target.
-  if (opt.overlap_pdl_chain && !opt.overlap_chain_counter_waits)
+  if (chain_grid_waits())
     for (OverlapOp& op : ops) op.signals = false;
   for (const OverlapOp& op : ops)
     if (op.ctas < 0 || static_cast<uint32_t>(op.ctas) > TILE_SYNC_STEP_SUM)
@@ -1105,9 +1096,7 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
                         "op '" + opt.overlap_drop_signal_op +
                             "' signals nothing: the op after it is ordered by stream or barrier");
   }
-  // The PDL chain waits on the grid before it (griddepcontrol.wait: the kernel launched before
-  // it on the stream, and through it every earlier one) unless told to wait on counters.
-  const bool grid_waits = opt.overlap_pdl_chain && !opt.overlap_chain_counter_waits;
+  const bool grid_waits = chain_grid_waits();
   auto sync_for = [&](size_t k) {
     TileSync s;
     s.step = st.step;

@@ -341,23 +341,33 @@ std::vector<float> download_floats(const Output& out) {
   return v;
 }
 
-// The params of y [m, n] = x [m, k] . w [n, k]^T with contiguous rows (the fold tests' unfolded
-// matmul).
-template <typename WBuf>
-MatmulParams stream_params(const bf16* x, const WBuf& w_dev, void* y, DType y_dtype, int m, int n,
-                           int k, bool pdl) {
-  MatmulParams p;
-  p.x = x;
-  p.ldx = k;
-  p.w = reinterpret_cast<const bf16*>(w_dev.ptr);
-  p.y = y;
-  p.ldy = n;
-  p.y_dtype = y_dtype;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.launch.pdl = pdl;
-  return p;
+// What every fold case shares: `unfolded` (x read from memory, y into y_unfolded) and the same
+// matmul with `fold_on` applied (x not read, y into y_fold) on the bulk streaming kernel; y must
+// match bit for bit, and y_fold the fp32 CPU oracle on x_ref (what the folded op computes in fp32,
+// rounded to bf16 here as its kernel rounds it) within the stream tests' tolerance.
+template <typename FoldOn>
+void expect_fold_matches_unfolded(MatmulContext& ctx, const MatmulParams& unfolded, FoldOn fold_on,
+                                  Output& y_unfolded, Output& y_fold, std::vector<float> x_ref,
+                                  const std::vector<float>& w) {
+  MatmulParams p = unfolded;
+  p.y = y_unfolded.buf.ptr;
+  ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
+  MatmulParams q = p;
+  q.x = nullptr;
+  q.ldx = 0;
+  q.y = y_fold.buf.ptr;
+  fold_on(q);
+  ASSERT_EQ(ctx.path(q), MatmulPath::Stream);
+  ASSERT_EQ(ctx.run_stream(q), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(first_bit_difference(y_fold.buf.download(), y_unfolded.buf.download()), -1)
+      << "folded y differs from the unfolded op then the matmul (first differing byte)";
+  std::vector<float> ref_y(size_t(p.m) * p.n);
+  round_to_bf16(x_ref.data(), x_ref.size());
+  ref::matmul(x_ref.data(), w.data(), ref_y.data(), p.m, p.k, p.n);
+  const std::vector<float> got = download_floats(y_fold);
+  const double tol = p.y_dtype == DType::F32 ? F32_OUT_TOL : BF16_OUT_TOL;
+  EXPECT_LE(rel_error(got.data(), ref_y.data(), got.size()), tol);
 }
 
 // One folded-norm case (kernels/norm_fold.cuh) on the bulk streaming kernel: (a) add_rmsnorm with
@@ -408,28 +418,26 @@ void check_norm_fold(MatmulContext& ctx, int m, int n, int k, bool with_delta, b
   np.n = k;
   np.eps = eps;
   ASSERT_EQ(launch_add_rmsnorm(np), cudaSuccess);
-  const MatmulParams p = stream_params(reinterpret_cast<const bf16*>(x_dev.ptr), w_dev,
-                                       y_norm.buf.ptr, y_dtype, m, n, k, pdl);
-  ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
-
-  MatmulParams q = p;
-  q.x = nullptr;
-  q.ldx = 0;
-  q.y = y_fold.buf.ptr;
-  q.fold.residual = res_fold.ptr;
-  q.fold.delta = with_delta ? delta_dev.ptr : nullptr;
-  q.fold.weight = gain;
-  q.fold.residual_out = with_out ? res_out.ptr : nullptr;
-  q.fold.eps = eps;
-  ASSERT_EQ(ctx.path(q), MatmulPath::Stream);
-  ASSERT_EQ(ctx.run_stream(q), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-
-  const std::vector<uint8_t> y_norm_raw = y_norm.buf.download(), y_fold_raw = y_fold.buf.download();
-  EXPECT_EQ(first_bit_difference(y_fold_raw, y_norm_raw), -1)
-      << "folded y differs from norm-then-matmul (first differing byte)";
   std::vector<float> r = residual;
   if (with_delta) ref::add(residual.data(), delta.data(), r.data(), mk);
+  std::vector<float> xn(mk);
+  const std::vector<float> gain_f = from_bf16_bits(gain_bits);
+  ref::rmsnorm(r.data(), gain_f.data(), xn.data(), m, k, eps);
+  MatmulParams p =
+      matmul_params(reinterpret_cast<const bf16*>(x_dev.ptr),
+                    reinterpret_cast<const bf16*>(w_dev.ptr), nullptr, y_dtype, m, n, k);
+  p.launch.pdl = pdl;
+  expect_fold_matches_unfolded(
+      ctx, p,
+      [&](MatmulParams& q) {
+        q.fold.residual = res_fold.ptr;
+        q.fold.delta = with_delta ? delta_dev.ptr : nullptr;
+        q.fold.weight = gain;
+        q.fold.residual_out = with_out ? res_out.ptr : nullptr;
+        q.fold.eps = eps;
+      },
+      y_norm, y_fold, xn, w);
+
   const std::vector<float> r_norm = res_norm.download();
   EXPECT_EQ(first_bit_difference(r_norm, r), -1) << "add_rmsnorm's residual != residual + delta";
   const std::vector<float> r_out = res_out.download();
@@ -440,15 +448,6 @@ void check_norm_fold(MatmulContext& ctx, int m, int n, int k, bool with_delta, b
         << "residual_out written although null";
   }
   EXPECT_EQ(first_bit_difference(res_fold.download(), residual), -1) << "the fold wrote residual";
-
-  std::vector<float> xn(mk), ref_y(size_t(m) * n);
-  const std::vector<float> gain_f = from_bf16_bits(gain_bits);
-  ref::rmsnorm(r.data(), gain_f.data(), xn.data(), m, k, eps);
-  round_to_bf16(xn.data(), xn.size());
-  ref::matmul(xn.data(), w.data(), ref_y.data(), m, k, n);
-  const std::vector<float> got = download_floats(y_fold);
-  const double tol = y_dtype == DType::F32 ? F32_OUT_TOL : BF16_OUT_TOL;
-  EXPECT_LE(rel_error(got.data(), ref_y.data(), got.size()), tol);
 }
 
 // The norm folded into the bulk streaming kernel against add_rmsnorm then the same kernel
@@ -617,34 +616,19 @@ void check_silu_fold(MatmulContext& ctx, int m, int n, int k, DType y_dtype, boo
   sp.m = m;
   sp.inter = k;
   ASSERT_EQ(launch_silu_mul(sp), cudaSuccess);
-  const MatmulParams p = stream_params(reinterpret_cast<const bf16*>(act_dev.ptr), w_dev,
-                                       y_act.buf.ptr, y_dtype, m, n, k, pdl);
-  ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
-
-  MatmulParams q = p;
-  q.x = nullptr;
-  q.ldx = 0;
-  q.y = y_fold.buf.ptr;
-  q.silu_fold.gate_up = gate_up_dev.ptr;
-  ASSERT_EQ(ctx.path(q), MatmulPath::Stream);
-  ASSERT_EQ(ctx.run_stream(q), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-
-  const std::vector<uint8_t> y_act_raw = y_act.buf.download(), y_fold_raw = y_fold.buf.download();
-  EXPECT_EQ(first_bit_difference(y_fold_raw, y_act_raw), -1)
-      << "folded y differs from silu_mul-then-matmul (first differing byte)";
-  EXPECT_EQ(first_bit_difference(gate_up_dev.download(), gate_up), -1) << "the fold wrote gate_up";
-
-  std::vector<float> act(mk), ref_y(size_t(m) * n);
+  std::vector<float> act(mk);
   for (int b = 0; b < m; ++b) {
     const float* row = gate_up.data() + size_t(b) * 2 * k;
     ref::silu_mul(row, row + k, act.data() + size_t(b) * k, size_t(k));
   }
-  round_to_bf16(act.data(), act.size());
-  ref::matmul(act.data(), w.data(), ref_y.data(), m, k, n);
-  const std::vector<float> got = download_floats(y_fold);
-  const double tol = y_dtype == DType::F32 ? F32_OUT_TOL : BF16_OUT_TOL;
-  EXPECT_LE(rel_error(got.data(), ref_y.data(), got.size()), tol);
+  MatmulParams p =
+      matmul_params(reinterpret_cast<const bf16*>(act_dev.ptr),
+                    reinterpret_cast<const bf16*>(w_dev.ptr), nullptr, y_dtype, m, n, k);
+  p.launch.pdl = pdl;
+  expect_fold_matches_unfolded(
+      ctx, p, [&](MatmulParams& q) { q.silu_fold.gate_up = gate_up_dev.ptr; }, y_act, y_fold, act,
+      w);
+  EXPECT_EQ(first_bit_difference(gate_up_dev.download(), gate_up), -1) << "the fold wrote gate_up";
 }
 
 // The SwiGLU folded into the bulk streaming kernel against silu_mul then the same kernel

@@ -62,6 +62,23 @@ ExecutorOptions options(int batch, int max_seq, DecodeBackend backend) {
   return o;
 }
 
+// The overlap step as the PDL chain (W = 1) with its defaults (grid waits, folds), and what it is
+// held to: the conventional executor with PDL, whose matmul paths the chain takes. With `chain`
+// false, the multi-stream overlap step and the conventional executor without PDL.
+ExecutorOptions overlap_options(int batch, int max_seq, bool chain) {
+  ExecutorOptions o = options(batch, max_seq, DecodeBackend::Overlap);
+  if (chain) {
+    o.overlap_streams = 1;
+    o.overlap_pdl_chain = true;
+  }
+  return o;
+}
+ExecutorOptions reference_options(int batch, int max_seq, bool chain) {
+  ExecutorOptions o = options(batch, max_seq, DecodeBackend::Conventional);
+  o.pdl = chain;
+  return o;
+}
+
 // Same tokens, and logits within 1e-3 relative or (exact) bit for bit.
 void expect_same(const Trace& conv, const Trace& ovl, const std::string& what, bool exact = false) {
   ASSERT_EQ(conv.tokens, ovl.tokens) << what;
@@ -159,15 +176,9 @@ TEST_P(OverlapFullSize, SameTokensAndLogitsAsConventional) {
   const uint64_t seed = testing::test_seed();
   constexpr int PROMPT = 32, STEPS = 128;
   const auto prompts = random_prompts(std::vector<int>(batch, PROMPT), cfg.vocab_size, seed);
-  ExecutorOptions conv_opt = options(batch, PROMPT + STEPS, DecodeBackend::Conventional);
-  ExecutorOptions ovl_opt = options(batch, PROMPT + STEPS, DecodeBackend::Overlap);
-  if (chain) {
-    conv_opt.pdl = true;
-    ovl_opt.overlap_streams = 1;
-    ovl_opt.overlap_pdl_chain = true;
-  }
-  ConventionalExecutor conv(cfg, random_filler(seed), conv_opt);
-  ConventionalExecutor ovl(cfg, random_filler(seed), ovl_opt);
+  ConventionalExecutor conv(cfg, random_filler(seed),
+                            reference_options(batch, PROMPT + STEPS, chain));
+  ConventionalExecutor ovl(cfg, random_filler(seed), overlap_options(batch, PROMPT + STEPS, chain));
   ASSERT_EQ(conv.prefill(prompts), ovl.prefill(prompts)) << preset << ": prefill";
   double worst = 0;
   for (int step = 0; step < STEPS; ++step) {
@@ -361,9 +372,7 @@ TEST(Overlap, PdlChainMatchesConventional) {
       std::vector<int> lens(batch);
       for (int i = 0; i < batch; ++i) lens[i] = 2 + (5 * i + 1) % 9;
       const auto prompts = random_prompts(lens, cfg.vocab_size, seed);
-      ExecutorOptions conv_opt = options(batch, 64, DecodeBackend::Conventional);
-      conv_opt.pdl = true;
-      ConventionalExecutor conv(cfg, random_filler(seed), conv_opt);
+      ConventionalExecutor conv(cfg, random_filler(seed), reference_options(batch, 64, true));
       const Trace ref = run_steps(conv, prompts, 16, true);
       for (const auto& [counter_waits, fold] :
            {std::pair<bool, bool>{false, true}, {false, false}, {true, true}, {true, false}})
@@ -371,9 +380,7 @@ TEST(Overlap, PdlChainMatchesConventional) {
           for (uint32_t delay : {0u, 20000u}) {
             // The defaults (grid waits, folded norms) in every mode, the others captured only.
             if ((counter_waits || !fold) && debug) continue;
-            ExecutorOptions o = options(batch, 64, DecodeBackend::Overlap);
-            o.overlap_streams = 1;
-            o.overlap_pdl_chain = true;
+            ExecutorOptions o = overlap_options(batch, 64, true);
             o.overlap_chain_counter_waits = counter_waits;
             o.overlap_fold_norms = fold;
             o.overlap_fold_silu = fold;
@@ -436,13 +443,9 @@ TEST(Overlap, RandomDelays) {
 [[noreturn]] void run_dropped_signal(bool chain = false) {
   try {
     const ModelConfig cfg = preset_config("tiny-llama3");
-    ExecutorOptions o = options(1, 32, DecodeBackend::Overlap);
+    ExecutorOptions o = overlap_options(1, 32, chain);
     o.overlap_watchdog_ms = 500;
-    if (chain) {
-      o.overlap_streams = 1;
-      o.overlap_pdl_chain = true;
-      o.overlap_chain_counter_waits = true;
-    }
+    o.overlap_chain_counter_waits = chain;
     o.overlap_drop_signal_op = "lm_head";
     ConventionalExecutor ex(cfg, random_filler(1), o);
     ex.prefill({{1, 2, 3}});
@@ -512,15 +515,8 @@ TEST(Overlap, Soak) {
   constexpr int PROMPT = 32, MAX_SEQ = 512;
   const char* chain_env = std::getenv("MEGAOPS_SOAK_PDL_CHAIN");
   const bool chain = chain_env != nullptr && std::string(chain_env) == "1";
-  ExecutorOptions conv_opt = options(batch, MAX_SEQ, DecodeBackend::Conventional);
-  ExecutorOptions ovl_opt = options(batch, MAX_SEQ, DecodeBackend::Overlap);
-  if (chain) {
-    conv_opt.pdl = true;
-    ovl_opt.overlap_streams = 1;
-    ovl_opt.overlap_pdl_chain = true;
-  }
-  ConventionalExecutor conv(cfg, random_filler(seed), conv_opt);
-  ConventionalExecutor ovl(cfg, random_filler(seed), ovl_opt);
+  ConventionalExecutor conv(cfg, random_filler(seed), reference_options(batch, MAX_SEQ, chain));
+  ConventionalExecutor ovl(cfg, random_filler(seed), overlap_options(batch, MAX_SEQ, chain));
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -643,9 +639,7 @@ TEST(Overlap, PdlChainFoldsIntoStreamingMatmuls) {
   const uint64_t seed = testing::test_seed();
   const auto prompts = random_prompts({5}, cfg.vocab_size, seed);
   for (bool fold : {true, false}) {
-    ExecutorOptions o = options(1, 32, DecodeBackend::Overlap);
-    o.overlap_streams = 1;
-    o.overlap_pdl_chain = true;
+    ExecutorOptions o = overlap_options(1, 32, true);
     o.overlap_fold_norms = fold;
     o.overlap_fold_silu = fold;
     o.overlap_trace_capacity = 1u << 16;
@@ -676,9 +670,7 @@ TEST(Overlap, PdlChainFoldsIntoStreamingMatmuls) {
 // WaitingOp runs the chain with counter waits).
 TEST(Overlap, PdlChainGridWaitsSignalNothing) {
   MEGAOPS_REQUIRE_GPU();
-  ExecutorOptions o = options(1, 32, DecodeBackend::Overlap);
-  o.overlap_streams = 1;
-  o.overlap_pdl_chain = true;
+  ExecutorOptions o = overlap_options(1, 32, true);
   o.overlap_drop_signal_op = "lm_head";
   ConventionalExecutor ex(preset_config("tiny-llama3"), random_filler(1), o);
   ex.prefill({{1, 2, 3}});
