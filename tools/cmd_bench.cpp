@@ -120,6 +120,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
   eo.overlap_chain_counter_waits = o.chain.counter_waits();
   eo.overlap_fold_norms = o.chain.folds_norms();
   eo.overlap_fold_silu = o.chain.folds_silu();
+  eo.overlap_fold_rope = o.chain.folds_rope();
   eo.overlap_conventional_arithmetic = !o.overlap_v0;
   eo.overlap_vendor_chunks = o.overlap_vendor_chunks;
   ConventionalExecutor ex(cfg, src.weights, eo,
@@ -241,6 +242,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
                           {"overlap_chain_waits", o.chain.waits},
                           {"overlap_fold_norms", o.chain.folds_norms()},
                           {"overlap_fold_silu", o.chain.folds_silu()},
+                          {"overlap_fold_rope", o.chain.folds_rope()},
                           {"overlap_arithmetic", o.overlap_v0 ? "v0" : "conventional"},
                           {"overlap_vendor_chunks", o.overlap_vendor_chunks},
                           {"prefill_path", prefill_path_name(run_prefill)},

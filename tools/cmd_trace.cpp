@@ -25,7 +25,7 @@ Runner add_trace(CLI::App& app) {
     std::string out = "trace.json";
     int warmup = 8, streams = 3;
     bool pdl_chain = false;
-    ChainOptions chain;  // --chain-waits, --fold-norms, --fold-silu
+    ChainOptions chain;  // --chain-waits, --fold-norms, --fold-silu, --fold-rope
   };
   auto o = std::make_shared<Opts>();
   add_model_run_options(app, *o);
@@ -57,6 +57,7 @@ Runner add_trace(CLI::App& app) {
     eo.overlap_chain_counter_waits = o->chain.counter_waits();
     eo.overlap_fold_norms = o->chain.folds_norms();
     eo.overlap_fold_silu = o->chain.folds_silu();
+    eo.overlap_fold_rope = o->chain.folds_rope();
     eo.overlap_trace_capacity = 1u << 20;
     ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
       print_progress("loading " + src.name, d, t);
@@ -76,7 +77,8 @@ Runner add_trace(CLI::App& app) {
     meta.gpu = prop.name;
     meta.backend = "overlap W=" + std::to_string(o->streams) +
                    (o->pdl_chain ? " PDL chain, " + o->chain.waits + " waits, norms folded " +
-                                       o->chain.fold_norms + ", SiLU folded " + o->chain.fold_silu
+                                       o->chain.fold_norms + ", SiLU folded " + o->chain.fold_silu +
+                                       ", RoPE folded " + o->chain.fold_rope
                                  : std::string());
     meta.batch = o->batch;
     meta.dropped = dropped;

@@ -49,13 +49,14 @@ void add_model_run_options(CLI::App& app, ModelRunOptions& o);
 void check_model_run_options(const ModelRunOptions& o);
 
 // The PDL chain's options (ExecutorOptions::overlap_chain_counter_waits, overlap_fold_norms,
-// overlap_fold_silu), shared by bench and trace: `prefix` + "chain-waits" grid|counter,
-// + "fold-norms" on|off, + "fold-silu" on|off.
+// overlap_fold_silu, overlap_fold_rope), shared by bench and trace: `prefix` + "chain-waits"
+// grid|counter, + "fold-norms" on|off, + "fold-silu" on|off, + "fold-rope" on|off.
 struct ChainOptions {
-  std::string waits = "grid", fold_norms = "on", fold_silu = "on";
+  std::string waits = "grid", fold_norms = "on", fold_silu = "on", fold_rope = "on";
   bool counter_waits() const { return waits == "counter"; }
   bool folds_norms() const { return fold_norms == "on"; }
   bool folds_silu() const { return fold_silu == "on"; }
+  bool folds_rope() const { return fold_rope == "on"; }
 };
 void add_chain_options(CLI::App& app, ChainOptions& o, const std::string& prefix);
 // Throws InputError naming the option (prefix + name) on a value outside its two.

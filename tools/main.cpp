@@ -73,6 +73,9 @@ void add_chain_options(CLI::App& app, ChainOptions& o, const std::string& prefix
   app.add_option(prefix + "fold-silu", o.fold_silu,
                  "on (default) or off: the chain folds SiLU·mul into the streaming down "
                  "projection after it");
+  app.add_option(prefix + "fold-rope", o.fold_rope,
+                 "on (default) or off: the chain folds qkv_rope into the decode attention after "
+                 "it (batches 1-2)");
 }
 
 void check_chain_options(const ChainOptions& o, const std::string& prefix) {
@@ -85,6 +88,7 @@ void check_chain_options(const ChainOptions& o, const std::string& prefix) {
   check("chain-waits", o.waits, "grid", "counter");
   check("fold-norms", o.fold_norms, "on", "off");
   check("fold-silu", o.fold_silu, "on", "off");
+  check("fold-rope", o.fold_rope, "on", "off");
 }
 
 std::string utc_now() {

@@ -12,7 +12,8 @@
 // (done_counters set) or a small combine kernel does. When the host-side split count is 1 (large
 // batches) no merge happens at all. For G <= 8 the split kernel is warp-parallel over keys
 // (decode_attention_fast: no block barrier per key tile, several K/V rows in flight per lane);
-// above, a tiled kernel stages K/V tiles in shared memory.
+// above, a tiled kernel stages K/V tiles in shared memory. The per-query-head kernel can fold
+// qkv_rope into its prologue (kernels/rope_fold.cuh, DecodeAttentionParams::rope).
 //
 // Prefill: a CTA owns a block of PREFILL_BQ consecutive query tokens and one query head, and
 // streams K/V tiles of PREFILL_TK keys through shared memory with an online softmax. Tokens of one
@@ -26,6 +27,7 @@
 #include <cmath>
 
 #include "kernels/attention.cuh"
+#include "kernels/qkv_rope_row.cuh"
 #include "sync/atomics.cuh"
 
 namespace megaops {
@@ -363,6 +365,99 @@ __device__ __forceinline__ void decode_merge_if_last(const DecodeAttentionParams
   decode_combine_heads(p, splits, bi, kv_head * group, group, n_active);
 }
 
+// The rope fold's shared memory (kernels/rope_fold.cuh): bf16 rows of ROPE_FOLD_MAX_HEAD_DIM, the
+// CTA's q row first, then the k rows, then the v rows of the launch's rows. Static, so only the
+// kernels that fold (the callers of this function) have it.
+constexpr int ROPE_FOLD_SMEM_ROWS = 1 + 2 * ROPE_FOLD_MAX_ROWS;
+
+__device__ __forceinline__ bf16* rope_fold_rows() {
+  __shared__ __align__(16) unsigned char rows[ROPE_FOLD_SMEM_ROWS * ROPE_FOLD_MAX_HEAD_DIM * 2];
+  return reinterpret_cast<bf16*>(rows);
+}
+
+// Offsets (bf16 elements) in rope_fold_rows() of row r's k and v.
+__device__ __forceinline__ int rope_fold_k_row(int r) {
+  return (1 + r) * ROPE_FOLD_MAX_HEAD_DIM;
+}
+__device__ __forceinline__ int rope_fold_v_row(int r) {
+  return (1 + ROPE_FOLD_MAX_ROWS + r) * ROPE_FOLD_MAX_HEAD_DIM;
+}
+
+// The launch's row whose key `key` is (sub_pos[r] == key; the first one), or -1: a cached key.
+__device__ __forceinline__ int rope_fold_row_of(int key, const int (&sub_pos)[ROPE_FOLD_MAX_ROWS]) {
+  int row = -1;
+#pragma unroll
+  for (int r = ROPE_FOLD_MAX_ROWS - 1; r >= 0; --r)
+    if (key == sub_pos[r]) row = r;
+  return row;
+}
+
+// A warp's part in the rope fold's prologue (rope_fold_prologue) of a per-query-head CTA serving
+// query head `head` of row bi (kv head kv_head): warp 0 forms q when need_q, warps 1 + 2r and
+// 2 + 2r the k and v of row r when its key is in the CTA's chunk (bit r of sub_mask) or when r is
+// bi and the CTA writes row bi's k / v to the cache (`writes`). kind (warp-uniform): 0 q, 1 k,
+// 2 v, -1 none; r its row; c its lane's constants. Reads only weights and step inputs: may run
+// before the wait (so their loads overlap the predecessor).
+struct RopeFoldWarp {
+  int kind = -1, r = 0, qkv_head = 0;
+  QkvRopeConsts c;
+};
+
+__device__ __forceinline__ RopeFoldWarp rope_fold_warp(const DecodeAttentionParams& p, int bi,
+                                                       int head, int kv_head, bool need_q,
+                                                       unsigned sub_mask, bool writes) {
+  static_assert(1 + 2 * ROPE_FOLD_MAX_ROWS <= DECODE_THREADS / 32, "a warp per head");
+  const int warp = threadIdx.x / 32;
+  RopeFoldWarp w;
+  w.r = bi;
+  if (warp == 0) {
+    w.kind = need_q ? 0 : -1;
+  } else if (warp <= 2 * ROPE_FOLD_MAX_ROWS) {
+    w.r = (warp - 1) / 2;
+    const bool need = w.r < p.b && (((sub_mask >> w.r) & 1u) != 0 || (w.r == bi && writes));
+    w.kind = need ? 1 + (warp - 1) % 2 : -1;
+  }
+  if (w.kind >= 0) {
+    w.qkv_head = w.kind == 0   ? head
+                 : w.kind == 1 ? p.num_heads + kv_head
+                               : p.num_heads + p.num_kv_heads + kv_head;
+    const bf16* norm_w = w.kind == 0 ? p.rope.q_norm : w.kind == 1 ? p.rope.k_norm : nullptr;
+    w.c = qkv_rope_row_consts(p.rope.inv_freq, norm_w, p.head_dim, w.kind != 2);
+  }
+  return w;
+}
+
+// The rope fold's prologue, each warp's part w (rope_fold_warp): with qkv_rope's arithmetic
+// (kernels/qkv_rope_row.cuh, a warp per head on qkv_rope's lane mapping) the warp forms its q, k or
+// v row, rounded to bf16 into rope_fold_rows() as qkv_rope writes q_out and the cache, and a k / v
+// warp of row bi in a CTA that `writes` also stores it into the cache at pos_self of `slot`. Reads
+// the predecessor's qkv: after the wait. Called by all DECODE_THREADS threads; ends with a barrier.
+__device__ __forceinline__ void rope_fold_prologue(const DecodeAttentionParams& p,
+                                                   const RopeFoldWarp& w, int bi, int kv_head,
+                                                   bool writes, int pos_self, int64_t slot) {
+  const RopeFold& f = p.rope;
+  const int hd = p.head_dim;
+  if (w.kind >= 0) {
+    const bool norm = (w.kind == 0 ? f.q_norm : w.kind == 1 ? f.k_norm : nullptr) != nullptr;
+    const bool rope = w.kind != 2;
+    const int heads_per_token = p.num_heads + 2 * p.num_kv_heads;
+    const float* src = f.qkv + (static_cast<int64_t>(w.r) * heads_per_token + w.qkv_head) * hd;
+    const int pos = f.positions[w.r];
+    float2 lo[QKV_ROPE_GROUPS], hi[QKV_ROPE_GROUPS];
+    qkv_rope_row<float>(src, hd, w.c, norm, rope, f.eps, pos, lo, hi);
+    bf16* rows = rope_fold_rows();
+    qkv_rope_row_store(rows + (w.kind == 0   ? 0
+                               : w.kind == 1 ? rope_fold_k_row(w.r)
+                                             : rope_fold_v_row(w.r)),
+                       hd, lo, hi);
+    if (w.kind != 0 && w.r == bi && writes) {
+      const int64_t at = ((slot * p.max_seq + pos_self) * p.num_kv_heads + kv_head) * hd;
+      qkv_rope_row_store((w.kind == 1 ? f.k_cache : f.v_cache) + at, hd, lo, hi);
+    }
+  }
+  __syncthreads();
+}
+
 // Warp-parallel decode for G <= GMAX query heads per kv head and head_dim <= 8 * LPK. A warp's
 // lanes form 32 / LPK key slots of LPK lanes; a slot holds one key at a time, each lane 8 of its
 // dims (one 16-byte K load and one V load), so the CTA has 8 * 32 / LPK keys in flight per step
@@ -377,12 +472,17 @@ __device__ __forceinline__ void decode_merge_if_last(const DecodeAttentionParams
 // (written by the previous step's step_advance or the host, never inside a step); q and the
 // cache after it. PER_HEAD (GMAX = 1): the CTA at y serves query head y alone (more CTAs, a
 // G-th of the work each, where a small grid leaves most SMs idle); otherwise kv head y and its G
-// query heads.
-template <int GMAX, int LPK, int UNROLL, bool PER_HEAD>
+// query heads. FOLD (PER_HEAD only): qkv_rope folded in (kernels/rope_fold.cuh): before the wait
+// the CTA reads the rows' positions (like the context), issues its first round's loads of cached
+// keys and loads its q / k norm and RoPE constants; after it, it forms q and the keys of this
+// launch's rows from the fp32 qkv rows (rope_fold_prologue), and takes those keys from shared
+// memory instead of the cache.
+template <int GMAX, int LPK, int UNROLL, bool PER_HEAD, bool FOLD>
 __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParams& p, int splits,
                                                       int bi, int y, int split, uint32_t step,
                                                       unsigned char* smem) {
   static_assert(!PER_HEAD || GMAX == 1, "a per-head CTA serves one query head");
+  static_assert(!FOLD || PER_HEAD, "the rope fold runs on the per-query-head kernel only");
   constexpr int NWARPS = DECODE_THREADS / 32;
   constexpr int SLOTS = 32 / LPK;
   constexpr int STEP = NWARPS * SLOTS;  // keys per CTA step
@@ -397,17 +497,92 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
 
   const int ctx_raw = p.ctx_lens[bi];
   const int64_t slot = p.slots[bi];
-  tile_sync_wait(p.sync, step);
-  pdl_launch_dependents();
-  const bf16* qp = p.q + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd + dim0;
-  uint4 qraw[GMAX];
+  // FOLD: every row's slot and position (the keys this launch writes), this row's position.
+  [[maybe_unused]] int64_t fold_slot[ROPE_FOLD_MAX_ROWS];
+  [[maybe_unused]] int fold_pos[ROPE_FOLD_MAX_ROWS];
+  [[maybe_unused]] int pos_self = -1;
+  if constexpr (FOLD) {
 #pragma unroll
-  for (int g = 0; g < GMAX; ++g) {
-    qraw[g] = make_uint4(0u, 0u, 0u, 0u);
-    if (g < nh && has_dims) qraw[g] = *reinterpret_cast<const uint4*>(qp + g * hd);
+    for (int r = 0; r < ROPE_FOLD_MAX_ROWS; ++r) {
+      fold_slot[r] = r < p.b ? p.slots[r] : -1;
+      fold_pos[r] = r < p.b ? p.rope.positions[r] : -1;
+    }
+    pos_self = p.rope.positions[bi];
   }
   const int ctx = min(ctx_raw, p.max_seq);
   bf16* out = p.out + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd;
+  const int64_t row = static_cast<int64_t>(p.num_kv_heads) * hd;  // between positions
+  const int64_t off0 = (slot * p.max_seq * p.num_kv_heads + kv_head) * hd + dim0;
+  const bf16* kp = p.k_cache + off0;
+  const bf16* vp = p.v_cache + off0;
+
+  // A round's K / V rows. Declared outside the key loop for FOLD, whose first round is loaded
+  // before the wait; every other round assigns them all before reading them.
+  uint4 kr[UNROLL], vr[UNROLL];
+  // FOLD: the keys of this launch's rows in this CTA's chunk [kb, ke) (sub_pos[r]: row r's key,
+  // or -1), and the first round of cached keys (round base0), loaded before the wait so that
+  // their round trip overlaps the predecessor. Every cached key this CTA reads is settled before
+  // the wait: the keys this launch writes are exactly its rows' (slot, position) pairs, which it
+  // takes from the prologue instead (sub_pos; the pairs are step inputs, read before the wait),
+  // and every other row of the cache was written by an earlier step (a chain kernel starts only
+  // once the one before it has passed its own wait, so every grid before that one has completed).
+  [[maybe_unused]] int sub_pos[ROPE_FOLD_MAX_ROWS];
+  [[maybe_unused]] int base0 = 0, ke = 0;
+  [[maybe_unused]] bool has_keys = false, writes = false;
+  [[maybe_unused]] RopeFoldWarp fold_warp;
+  if constexpr (FOLD) {
+    const DecodeSplitPlan fp = decode_split_plan(ctx, splits);
+    has_keys = split < fp.n_active;
+    const int kb = split * fp.chunk;
+    ke = has_keys ? min(ctx, kb + fp.chunk) : kb;
+    unsigned sub_mask = 0;
+#pragma unroll
+    for (int r = 0; r < ROPE_FOLD_MAX_ROWS; ++r) {
+      const bool in = fold_slot[r] == slot && fold_pos[r] >= kb && fold_pos[r] < ke;
+      sub_pos[r] = in ? fold_pos[r] : -1;
+      sub_mask |= in ? 1u << r : 0u;
+    }
+    // The one CTA of (row, kv head) that writes the row's k / v to the cache: the group's first
+    // query head, in the split that attends the position (split 0 when none does).
+    const int owner = pos_self >= 0 && pos_self < ctx ? pos_self / fp.chunk : 0;
+    writes = y % group == 0 && split == owner && pos_self >= 0 && pos_self < p.max_seq;
+    base0 = kb + warp * SLOTS;
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int key = base0 + kslot + u * STEP;
+      kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);
+      if (has_dims && key < ke && rope_fold_row_of(key, sub_pos) < 0) {
+        kr[u] = *reinterpret_cast<const uint4*>(kp + key * row);
+        vr[u] = *reinterpret_cast<const uint4*>(vp + key * row);
+      }
+    }
+    fold_warp = rope_fold_warp(p, bi, head0, kv_head, has_keys, sub_mask, writes);
+  }
+  tile_sync_wait(p.sync, step);
+  pdl_launch_dependents();
+  uint4 qraw[GMAX];
+  if constexpr (!FOLD) {
+    const bf16* qp = p.q + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd + dim0;
+#pragma unroll
+    for (int g = 0; g < GMAX; ++g) {
+      qraw[g] = make_uint4(0u, 0u, 0u, 0u);
+      if (g < nh && has_dims) qraw[g] = *reinterpret_cast<const uint4*>(qp + g * hd);
+    }
+  } else {
+    rope_fold_prologue(p, fold_warp, bi, kv_head, writes, pos_self, slot);
+    const bf16* rows = rope_fold_rows();
+    qraw[0] = make_uint4(0u, 0u, 0u, 0u);
+    if (has_keys && has_dims) qraw[0] = *reinterpret_cast<const uint4*>(rows + dim0);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int key = base0 + kslot + u * STEP;
+      const int r = rope_fold_row_of(key, sub_pos);
+      if (has_dims && key < ke && r >= 0) {
+        kr[u] = *reinterpret_cast<const uint4*>(rows + rope_fold_k_row(r) + dim0);
+        vr[u] = *reinterpret_cast<const uint4*>(rows + rope_fold_v_row(r) + dim0);
+      }
+    }
+  }
   DecodeSplitPlan plan;
   int key_begin, key_end;
   if (!decode_chunk(ctx, splits, split, nh * hd, out, &plan, &key_begin, &key_end)) return;
@@ -429,19 +604,31 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
     for (int i = 0; i < 8; ++i) acc[g][i] = 0.0f;
   }
 
-  const int64_t row = static_cast<int64_t>(p.num_kv_heads) * hd;  // between positions
-  const int64_t off0 = (slot * p.max_seq * p.num_kv_heads + kv_head) * hd + dim0;
-  const bf16* kp = p.k_cache + off0;
-  const bf16* vp = p.v_cache + off0;
   for (int base = key_begin + warp * SLOTS; base < key_end; base += STEP * UNROLL) {
-    uint4 kr[UNROLL], vr[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const int key = base + kslot + u * STEP;
-      kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);
-      if (has_dims && key < key_end) {
-        kr[u] = *reinterpret_cast<const uint4*>(kp + key * row);
-        vr[u] = *reinterpret_cast<const uint4*>(vp + key * row);
+      if constexpr (FOLD) {
+        if (base == base0) continue;  // loaded before the wait
+        kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);
+        if (has_dims && key < key_end) {
+          // A key of this launch's rows from shared memory, any other from the cache.
+          const int r = rope_fold_row_of(key, sub_pos);
+          if (r >= 0) {
+            const bf16* rows = rope_fold_rows();
+            kr[u] = *reinterpret_cast<const uint4*>(rows + rope_fold_k_row(r) + dim0);
+            vr[u] = *reinterpret_cast<const uint4*>(rows + rope_fold_v_row(r) + dim0);
+          } else {
+            kr[u] = *reinterpret_cast<const uint4*>(kp + key * row);
+            vr[u] = *reinterpret_cast<const uint4*>(vp + key * row);
+          }
+        }
+      } else {
+        kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);
+        if (has_dims && key < key_end) {
+          kr[u] = *reinterpret_cast<const uint4*>(kp + key * row);
+          vr[u] = *reinterpret_cast<const uint4*>(vp + key * row);
+        }
       }
     }
     // Steps of this round with a key for some slot of the warp (warp-uniform).
@@ -585,14 +772,14 @@ __global__ void __launch_bounds__(DECODE_THREADS)
   tile_sync_signal(p.sync, step);
 }
 
-template <int GMAX, int LPK, int U, bool PER_HEAD>
+template <int GMAX, int LPK, int U, bool PER_HEAD, bool FOLD = false>
 __global__ void __launch_bounds__(DECODE_THREADS)
     decode_attention_fast_kernel(DecodeAttentionParams p, int splits) {
   extern __shared__ __align__(16) unsigned char decode_smem[];
   // As decode_attention_split_kernel; the wait is inside, after the context length's loads.
   const uint32_t step = tile_sync_step(p.sync);
-  decode_attention_fast<GMAX, LPK, U, PER_HEAD>(p, splits, blockIdx.z, blockIdx.y, blockIdx.x, step,
-                                                decode_smem);
+  decode_attention_fast<GMAX, LPK, U, PER_HEAD, FOLD>(p, splits, blockIdx.z, blockIdx.y, blockIdx.x,
+                                                      step, decode_smem);
   tile_sync_signal(p.sync, step);
 }
 
@@ -604,11 +791,31 @@ struct DecodeSplitChoice {
   dim3 grid;
 };
 
+// The SMs of the current device (the first call's), which the per-query-head choice compares
+// the grid with.
+int decode_sm_count() {
+  static const int sms = [] {
+    int n = 0;
+    return current_device_attribute(cudaDevAttrMultiProcessorCount, &n) == cudaSuccess ? n : 0;
+  }();
+  return sms;
+}
+
+// Whether the warp-parallel kernel (G <= 8) serves one query head a CTA: when every query head of
+// the batch fits one CTA per SM (and within an overlap CTA budget); at batch 1 a CTA per kv head
+// leaves 124 of 132 SMs idle while each runs G heads' work.
+bool decode_per_head_by_grid(const DecodeAttentionParams& p, int splits) {
+  const int group = p.num_heads / p.num_kv_heads;
+  const int64_t heads = static_cast<int64_t>(p.b) * p.num_heads;
+  return group > 1 && heads <= decode_sm_count() &&
+         (p.max_split_ctas <= 0 || heads * splits <= p.max_split_ctas);
+}
+
 // The split kernel of a launch with `splits`: the warp-parallel one for G <= 8 (every Llama 3 /
-// Qwen 3 shape), the tiled one above. The warp-parallel one serves one query head a CTA when
-// every query head of the batch fits one CTA per SM (and within an overlap CTA budget): at batch 1
-// a CTA per kv head leaves 124 of 132 SMs idle while each runs G heads' work. per_head forces the
-// choice either way (-1: by the grid).
+// Qwen 3 shape), the tiled one above; the warp-parallel one per query head by the grid
+// (decode_per_head_by_grid), or per kv head. per_head forces the choice either way (-1: by the
+// grid). With p.rope on (decode_attention_check admitted it: per query head by the grid,
+// head_dim <= 128) the per-query-head kernel that folds qkv_rope.
 DecodeSplitChoice decode_split_kernel(const DecodeAttentionParams& p, int splits,
                                       int per_head = -1) {
   const int group = p.num_heads / p.num_kv_heads, head_dim = p.head_dim;
@@ -630,14 +837,12 @@ DecodeSplitChoice decode_split_kernel(const DecodeAttentionParams& p, int splits
   static const DecodeSplitKernel per_head_table[3] = {decode_attention_fast_kernel<1, 8, U, true>,
                                                       decode_attention_fast_kernel<1, 16, H, true>,
                                                       decode_attention_fast_kernel<1, 32, H, true>};
-  static const int sms = [] {
-    int n = 0;
-    return current_device_attribute(cudaDevAttrMultiProcessorCount, &n) == cudaSuccess ? n : 0;
-  }();
-  const int64_t heads = static_cast<int64_t>(p.b) * p.num_heads;
-  const bool by_grid =
-      group > 1 && heads <= sms && (p.max_split_ctas <= 0 || heads * splits <= p.max_split_ctas);
-  if (per_head == 1 || (per_head < 0 && by_grid))
+  static const DecodeSplitKernel fold_table[2] = {
+      decode_attention_fast_kernel<1, 8, U, true, true>,
+      decode_attention_fast_kernel<1, 16, H, true, true>};
+  if (p.rope.on())
+    return {fold_table[li], decode_fast_smem_bytes(1, head_dim), dim3(splits, p.num_heads, p.b)};
+  if (per_head == 1 || (per_head < 0 && decode_per_head_by_grid(p, splits)))
     return {per_head_table[li], decode_fast_smem_bytes(1, head_dim),
             dim3(splits, p.num_heads, p.b)};
   const int gi = gmax == 1 ? 0 : gmax == 2 ? 1 : gmax == 4 ? 2 : 3;
@@ -834,6 +1039,10 @@ bool aligned16(const void* ptr) {
   return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
 }
 
+bool aligned(const void* ptr, uintptr_t bytes) {
+  return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0;
+}
+
 // Kernels needing more than the default 48 KiB of dynamic shared memory must opt in. This is a
 // function attribute, not a stream operation, so it is allowed while a stream is being captured.
 template <typename Kernel>
@@ -844,6 +1053,17 @@ cudaError_t allow_smem(Kernel kernel, size_t bytes) {
 }
 
 }  // namespace
+
+bool decode_attention_can_fold_rope(const DecodeAttentionParams& p) {
+  if (p.b < 1 || p.b > ROPE_FOLD_MAX_ROWS || p.num_heads <= 0 || p.num_kv_heads <= 0 ||
+      p.num_heads % p.num_kv_heads != 0 || p.head_dim <= 0 || p.head_dim % 8 != 0 ||
+      p.head_dim > ROPE_FOLD_MAX_HEAD_DIM || p.max_seq <= 0 || p.max_split_ctas < 0)
+    return false;
+  const int group = p.num_heads / p.num_kv_heads;
+  if (group < 2 || group > DECODE_FAST_MAX_GROUP) return false;
+  return decode_per_head_by_grid(p,
+                                 decode_splits(p.b, p.num_kv_heads, p.max_seq, p.max_split_ctas));
+}
 
 size_t decode_attention_workspace_floats(int b, int num_heads, int head_dim, int max_seq) {
   if (b <= 0 || num_heads <= 0 || head_dim <= 0 || max_seq <= 0) return 0;
@@ -866,10 +1086,20 @@ cudaError_t decode_attention_check(const DecodeAttentionParams& p, int* splits) 
   if (group > DECODE_MAX_GROUP || group * p.head_dim > 2 * DECODE_MAX_PAIRS * DECODE_THREADS)
     return cudaErrorInvalidValue;
   if (p.b == 0) return cudaSuccess;
-  if (!p.q || !p.k_cache || !p.v_cache || !p.slots || !p.ctx_lens || !p.out)
+  const bool fold = p.rope.on();  // then q is not read
+  if ((!fold && !p.q) || !p.k_cache || !p.v_cache || !p.slots || !p.ctx_lens || !p.out)
     return cudaErrorInvalidValue;
-  if (!aligned16(p.q) || !aligned16(p.k_cache) || !aligned16(p.v_cache) || !aligned16(p.out))
+  if ((!fold && !aligned16(p.q)) || !aligned16(p.k_cache) || !aligned16(p.v_cache) ||
+      !aligned16(p.out))
     return cudaErrorInvalidValue;
+  if (fold) {
+    if (!decode_attention_can_fold_rope(p)) return cudaErrorNotSupported;
+    const RopeFold& f = p.rope;
+    if (!f.positions || !f.inv_freq || f.k_cache != p.k_cache || f.v_cache != p.v_cache ||
+        !aligned(f.qkv, 8) || (f.q_norm && !aligned(f.q_norm, 4)) ||
+        (f.k_norm && !aligned(f.k_norm, 4)) || !(f.eps >= 0.0f))
+      return cudaErrorInvalidValue;
+  }
   const int s = decode_splits(p.b, p.num_kv_heads, p.max_seq, p.max_split_ctas);
   if (s > 1 && (!p.workspace || !aligned16(p.workspace))) return cudaErrorInvalidValue;
   *splits = s;
@@ -932,6 +1162,10 @@ cudaError_t preload_attention_kernels() {
   for (cudaError_t err :
        {preload_kernel(decode_attention_split_kernel),
         preload_kernel(decode_attention_combine_kernel), preload_kernel(prefill_attention_kernel)})
+    if (err != cudaSuccess) return err;
+  for (cudaError_t err :
+       {preload_kernel(decode_attention_fast_kernel<1, 8, DECODE_FAST_UNROLL, true, true>),
+        preload_kernel(decode_attention_fast_kernel<1, 16, DECODE_FAST_UNROLL_HEAD, true, true>)})
     if (err != cudaSuccess) return err;
   for (int group : {1, 2, 4, 8})
     for (int head_dim : {64, 128, 256})

@@ -9,12 +9,13 @@
 #pragma once
 
 #include "kernels/common.cuh"
+#include "kernels/rope_fold.cuh"
 #include "kernels/tile_sync.cuh"
 
 namespace megaops {
 
 struct DecodeAttentionParams {
-  const bf16* q = nullptr;  // [b, num_heads, head_dim]
+  const bf16* q = nullptr;  // [b, num_heads, head_dim]; not read (may be null) with rope.on()
   const bf16* k_cache = nullptr;
   const bf16* v_cache = nullptr;
   const int32_t* slots = nullptr;     // [b]
@@ -26,6 +27,11 @@ struct DecodeAttentionParams {
   // completes. When set, the CTA that finishes a (sequence, kv head) group's splits last merges
   // them, and launch_decode_attention launches no combine kernel (one kernel boundary fewer).
   uint32_t* done_counters = nullptr;
+  // qkv_rope folded into this launch (kernels/rope_fold.cuh): with rope.on() the split kernel
+  // forms q and the newest k / v rows from rope.qkv itself and writes those rows to the cache;
+  // rope.k_cache / v_cache must be k_cache / v_cache, and the rows' slots are `slots`. Only where
+  // decode_attention_can_fold_rope(*this) (else cudaErrorNotSupported).
+  RopeFold rope;
   int b = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, max_seq = 0;
   float scale = 1.0f;
   // Overlap CTA budgets (0 = defaults). max_split_ctas lowers the number of context splits (never
@@ -46,6 +52,12 @@ struct DecodeAttentionParams {
 size_t decode_attention_workspace_floats(int b, int num_heads, int head_dim, int max_seq);
 
 cudaError_t launch_decode_attention(const DecodeAttentionParams& p);
+
+// Whether the split kernel of p can fold qkv_rope (DecodeAttentionParams::rope): the shapes and
+// budget of p take the per-query-head warp-parallel kernel (2-8 query heads per kv head,
+// head_dim <= 128, b * num_heads CTAs a split within the SMs and max_split_ctas) and
+// b <= ROPE_FOLD_MAX_ROWS. Reads no pointer of p.
+bool decode_attention_can_fold_rope(const DecodeAttentionParams& p);
 
 // The two kernels of a decode step separately (overlap executor). The combine kernel is launched
 // even when the context is not split (its CTAs then only signal), so an overlap step has the same

@@ -8,19 +8,12 @@
 #include <type_traits>
 
 #include "kernels/qkv_rope.cuh"
+#include "kernels/qkv_rope_row.cuh"
 
 namespace megaops {
 namespace {
 
 constexpr int QKV_ROPE_WARPS = 4;
-constexpr int QKV_ROPE_MAX_HEAD_DIM = 256;
-// Pair groups per lane: each group is two adjacent pairs, 64 pair indices per warp step.
-constexpr int QKV_ROPE_GROUPS = QKV_ROPE_MAX_HEAD_DIM / 2 / 64;
-
-// The constant inputs of one head (inverse frequencies, norm weights) for this lane's pairs.
-struct QkvRopeConsts {
-  float2 inv_freq[QKV_ROPE_GROUPS], w_lo[QKV_ROPE_GROUPS], w_hi[QKV_ROPE_GROUPS];
-};
 
 __device__ __forceinline__ int qkv_rope_head_index(const QkvRopeParams& p, int64_t item) {
   const int heads_per_token = p.num_heads + 2 * p.num_kv_heads;
@@ -38,93 +31,35 @@ __device__ __forceinline__ const T* qkv_input(const QkvRopeParams& p) {
   }
 }
 
-// Elements i and i + 1 (i even) as floats: one 4-byte load for bf16, one 8-byte load for fp32.
-__device__ __forceinline__ float2 load2(const bf16* src, int i) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(src + i));
-}
-__device__ __forceinline__ float2 load2(const float* src, int i) {
-  return *reinterpret_cast<const float2*>(src + i);
-}
-
 // Reads only weights, never a predecessor's output: may run before pdl_wait().
 __device__ QkvRopeConsts qkv_rope_load_consts(const QkvRopeParams& p, int64_t item) {
-  const int lane = threadIdx.x % 32;
   const int head = qkv_rope_head_index(p, item);
-  const int half = p.head_dim / 2;
   const bool is_q = head < p.num_heads;
   const bool is_v = head >= p.num_heads + p.num_kv_heads;
   const bf16* norm_w = is_v ? nullptr : (is_q ? p.q_norm : p.k_norm);
-  QkvRopeConsts c;
-#pragma unroll
-  for (int g = 0; g < QKV_ROPE_GROUPS; ++g) {
-    const int i = 2 * lane + 64 * g;
-    c.inv_freq[g] = make_float2(0.f, 0.f);
-    c.w_lo[g] = c.w_hi[g] = make_float2(1.f, 1.f);
-    if (i < half) {
-      if (!is_v) c.inv_freq[g] = make_float2(p.inv_freq[i], p.inv_freq[i + 1]);
-      if (norm_w) {
-        c.w_lo[g] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(norm_w + i));
-        c.w_hi[g] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(norm_w + half + i));
-      }
-    }
-  }
-  return c;
+  return qkv_rope_row_consts(p.inv_freq, norm_w, p.head_dim, !is_v);
 }
 
 // One tile = one head of one token; `item` indexes [t, num_heads + 2 * num_kv_heads]. Must be
 // called by a whole warp, after the qkv producer has finished. T is the qkv input type (bf16:
-// p.qkv, float: p.qkv_f32).
+// p.qkv, float: p.qkv_f32). The arithmetic is kernels/qkv_rope_row.cuh's, which the attention
+// that folds this kernel (kernels/rope_fold.cuh) runs too.
 template <typename T>
 __device__ void qkv_rope_head(const QkvRopeParams& p, int64_t item, const QkvRopeConsts& c) {
-  const int lane = threadIdx.x % 32;
   const int heads_per_token = p.num_heads + 2 * p.num_kv_heads;
   const int64_t tok = item / heads_per_token;
   const int head = static_cast<int>(item - tok * heads_per_token);
-  const int hd = p.head_dim, half = hd / 2;
+  const int hd = p.head_dim;
   const bool is_q = head < p.num_heads;
   const bool is_v = head >= p.num_heads + p.num_kv_heads;
   const bool has_norm = !is_v && (is_q ? p.q_norm : p.k_norm) != nullptr;
 
   const T* src = qkv_input<T>(p) + (tok * heads_per_token + head) * hd;
   float2 lo[QKV_ROPE_GROUPS], hi[QKV_ROPE_GROUPS];
-  float sumsq = 0.0f;
-#pragma unroll
-  for (int g = 0; g < QKV_ROPE_GROUPS; ++g) {
-    const int i = 2 * lane + 64 * g;
-    lo[g] = hi[g] = make_float2(0.f, 0.f);
-    if (i < half) {
-      lo[g] = load2(src, i);
-      hi[g] = load2(src, half + i);
-    }
-    sumsq += lo[g].x * lo[g].x + lo[g].y * lo[g].y + hi[g].x * hi[g].x + hi[g].y * hi[g].y;
-  }
-
-  if (has_norm) {
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) sumsq += __shfl_xor_sync(0xffffffffu, sumsq, off);
-    const float inv_rms = rsqrtf(sumsq / static_cast<float>(hd) + p.eps);
-#pragma unroll
-    for (int g = 0; g < QKV_ROPE_GROUPS; ++g) {
-      lo[g].x *= inv_rms * c.w_lo[g].x, lo[g].y *= inv_rms * c.w_lo[g].y;
-      hi[g].x *= inv_rms * c.w_hi[g].x, hi[g].y *= inv_rms * c.w_hi[g].y;
-    }
-  }
-
+  qkv_rope_row_load(src, hd, lo, hi);
+  if (has_norm) qkv_rope_row_norm(lo, hi, hd, p.eps, c);
   const int pos = p.positions[tok];
-  if (!is_v) {
-    // The angle is formed in fp32 exactly as the reference does; sincosf (not __sincosf) keeps
-    // full accuracy for the large arguments of long contexts.
-    const float fpos = static_cast<float>(pos);
-#pragma unroll
-    for (int g = 0; g < QKV_ROPE_GROUPS; ++g) {
-      float s0, c0, s1, c1;
-      sincosf(fpos * c.inv_freq[g].x, &s0, &c0);
-      sincosf(fpos * c.inv_freq[g].y, &s1, &c1);
-      const float2 a = lo[g], b = hi[g];
-      lo[g] = make_float2(a.x * c0 - b.x * s0, a.y * c1 - b.y * s1);
-      hi[g] = make_float2(b.x * c0 + a.x * s0, b.y * c1 + a.y * s1);
-    }
-  }
+  if (!is_v) qkv_rope_row_rotate(lo, hi, pos, c);
 
   bf16* dst;
   if (is_q) {
@@ -137,14 +72,7 @@ __device__ void qkv_rope_head(const QkvRopeParams& p, int64_t item, const QkvRop
     const int64_t offset = ((slot * p.max_seq + pos) * p.num_kv_heads + kv_head) * hd;
     dst = (is_v ? p.v_cache : p.k_cache) + offset;
   }
-#pragma unroll
-  for (int g = 0; g < QKV_ROPE_GROUPS; ++g) {
-    const int i = 2 * lane + 64 * g;
-    if (i < half) {
-      *reinterpret_cast<__nv_bfloat162*>(dst + i) = __floats2bfloat162_rn(lo[g].x, lo[g].y);
-      *reinterpret_cast<__nv_bfloat162*>(dst + half + i) = __floats2bfloat162_rn(hi[g].x, hi[g].y);
-    }
-  }
+  qkv_rope_row_store(dst, hd, lo, hi);
 }
 
 template <typename T>

@@ -21,6 +21,7 @@
 #include "kernels/matmul.cuh"
 #include "kernels/qkv_rope.cuh"
 #include "kernels/rmsnorm.cuh"
+#include "kernels/rope_fold.cuh"
 #include "kernels/sampling.cuh"
 #include "kernels/silu_mul.cuh"
 #include "kernels/tile_gate.cuh"
@@ -106,9 +107,9 @@ struct OverlapOp {
   int stream = 0;
   bool waits = false;
   bool signals = false;
-  // A norm or SiLU·mul folded into the matmul after it (ExecutorOptions::overlap_fold_norms,
-  // overlap_fold_silu): it keeps its name and counter id but launches nothing; the matmul waits
-  // where it would have.
+  // A norm or SiLU·mul folded into the matmul after it, or qkv_rope into the attention after it
+  // (ExecutorOptions::overlap_fold_norms, overlap_fold_silu, overlap_fold_rope): it keeps its
+  // name and counter id but launches nothing; its consumer waits where it would have.
   bool folded = false;
 };
 
@@ -744,7 +745,7 @@ void ConventionalExecutor::Impl::apply_overlap_regions(OverlapState& st) const {
 // place) and the KV cache rows of the step's position. Both are safe: the norm of block j + 1 is
 // later in the chain than every reader of the residual written by block j, and it starts only
 // after they completed (transitively); the cache rows qkv_rope writes are read only by the
-// attention after it.
+// attention after it (with qkv_rope folded into attention, by no CTA of it: each computes them).
 std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   OverlapState& st = *ovl;
   const int h = cfg.hidden_size, qd = cfg.q_dim(), kvd = cfg.kv_dim(),
@@ -934,6 +935,34 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     matmul_op(nullptr, w, y, h, inter, NormFold{}, f);
   };
 
+  // qkv_rope and the attention after it, as the conventional step launches attention (default
+  // split count, the last CTA of a group merges; its signal comes after the merge, so the consumer
+  // sees merged rows; the merge counters are shared with the conventional step: the two never run
+  // at once, and the attention ops of two layers are never live together, ten ops apart, W <= 8).
+  // In the PDL chain with ExecutorOptions::overlap_fold_rope, where attention takes the
+  // per-query-head kernel (decode_attention_can_fold_rope: batches 1-2), qkv_rope becomes a
+  // placeholder and attention computes q and the newest k / v rows from the qkv rows in its
+  // prologue and writes those rows to the cache (kernels/rope_fold.cuh), bit for bit.
+  auto rope_attention_op = [&](const LayerWeights& W, const OverlapLayer& A) {
+    const QkvRopeParams rp = qkv_rope_params(W, A.qkv, A.q, dec_pos, dec_slots, b);
+    DecodeAttentionParams ap = decode_attention_params(W, A.q, A.attn, A.ws, dec_slots, dec_ctx, b);
+    ap.done_counters = attn_done;
+    const bool fold = chain && opt.overlap_fold_rope && decode_attention_can_fold_rope(ap);
+    if (fold) {
+      add_folded();
+      ap.rope = rope_fold(rp);
+    } else {
+      add_capped(rp, qkv_rope_footprint, launch_qkv_rope);
+    }
+    add_fixed(
+        ap,
+        [](const DecodeAttentionParams& q, KernelFootprint* f) {
+          KernelFootprint unused;
+          return decode_attention_footprint(q, f, &unused);
+        },
+        launch_decode_attention_split);
+  };
+
   const EmbeddingParams ep = embedding_params(dec_tokens, st.resid, b);
   add_fixed(ep, embedding_footprint, launch_embedding);
   for (int l = 0; l < cfg.num_layers; ++l) {
@@ -941,27 +970,18 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     const OverlapLayer& A = st.layers[l];
     norm_matmul_op(l == 0 ? nullptr : st.layers[l - 1].down, W.ln1, A.n1, W.wqkv, A.qkv,
                    qd + 2 * kvd);
-    add_capped(qkv_rope_params(W, A.qkv, A.q, dec_pos, dec_slots, b), qkv_rope_footprint,
-               launch_qkv_rope);
-    DecodeAttentionParams ap = decode_attention_params(W, A.q, A.attn, A.ws, dec_slots, dec_ctx, b);
     if (same_arithmetic) {
-      // The conventional step's launch: default split count, the last CTA of a group merges
-      // (its signal comes after the merge, so the consumer sees merged rows). The merge
-      // counters are shared with the conventional step: the two never run at once, and the
-      // attention ops of two layers are never live together (ten ops apart, W <= 8).
-      ap.done_counters = attn_done;
-      add_fixed(
-          ap,
-          [](const DecodeAttentionParams& q, KernelFootprint* f) {
-            KernelFootprint unused;
-            return decode_attention_footprint(q, f, &unused);
-          },
-          launch_decode_attention_split);
+      // The conventional step's launches (rope_attention_op).
+      rope_attention_op(W, A);
       matmul_op(A.attn, W.wo, A.o, h, qd);
       norm_matmul_op(A.o, W.ln2, A.n2, W.wgu, A.gu, 2 * inter);
       silu_down_op(A.gu, A.act, W.wdown, A.down);
       continue;
     }
+    add_capped(qkv_rope_params(W, A.qkv, A.q, dec_pos, dec_slots, b), qkv_rope_footprint,
+               launch_qkv_rope);
+    const DecodeAttentionParams ap =
+        decode_attention_params(W, A.q, A.attn, A.ws, dec_slots, dec_ctx, b);
     // The split count fixes the workspace layout, so the combine launch must see the split's
     // max_split_ctas: the split op publishes its chosen budget into a cell both ops share.
     auto split_cap = std::make_shared<int>(0);
@@ -1052,9 +1072,9 @@ void ConventionalExecutor::Impl::choose_overlap_budgets(std::vector<OverlapOp>& 
     ops[k].waits = sync[k].waits;
     ops[k].signals = sync[k].signals;
   }
-  // A folded op (the chain only, W = 1: its matmul follows it on the one stream) hands its wait
-  // to its matmul, which waits for the folded op's producer (record_overlap_step's sync_for); that
-  // producer signals exactly when the norm waited for it.
+  // A folded op (the chain only, W = 1: its consumer follows it on the one stream) hands its wait
+  // to its consumer, which waits for the folded op's producer (record_overlap_step's sync_for);
+  // that producer signals exactly when the folded op waited for it.
   for (size_t k = 1; k + 1 < ops.size(); ++k)
     if (ops[k].folded) {
       ops[k + 1].waits = ops[k].waits;

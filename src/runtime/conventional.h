@@ -98,6 +98,11 @@ struct ExecutorOptions {
   // In the chain, SiLU·mul folded into the down projection after it where that runs on the bulk
   // streaming kernel (kernels/act_fold.cuh): SiLU·mul's op launches nothing. Same bits.
   bool overlap_fold_silu = true;
+  // In the chain, qkv_rope folded into the decode attention after it where that runs the
+  // per-query-head kernel (batches 1-2 of every preset; kernels/rope_fold.cuh): attention forms
+  // q and the newest k / v rows from the qkv rows and writes those rows to the cache; qkv_rope's
+  // op launches nothing. Same bits.
+  bool overlap_fold_rope = true;
   // Test knobs (defaults off). Reverse: issue the streams' ops last stream first (consumers before
   // their producers; each stream's own order is kept, which stream semantics require). Delay: a
   // random delay in [0, max] ns before every signal, per (seed, op, CTA, step). Drop: the named op

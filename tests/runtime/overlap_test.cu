@@ -359,15 +359,16 @@ TEST(Overlap, ConsumerFirstIssueOrder) {
 // The PDL chain (ExecutorOptions::overlap_pdl_chain): every own kernel launched with PDL on the
 // one stream, each waiting on the grid before it (the default) or on its producer's counter,
 // with the norms and SiLU·mul folded into their streaming matmuls (the default; batch 1 runs the
-// bulk streaming kernel) or not. Bit-equal to the conventional step with PDL, eagerly and captured,
-// with random producer delays (a consumer whose CTAs start early must still wait), at batch 1,
-// 3 (small-m / streaming matmuls) and 12 (cuBLASLt, stream-ordered, the op after it waiting for
-// its completion); and rejected with W > 1.
+// bulk streaming kernel) and qkv_rope into attention (the default; batches 1 and 2 run the
+// per-query-head kernel) or not. Bit-equal to the conventional step with PDL, eagerly and
+// captured, with random producer delays (a consumer whose CTAs start early must still wait), at
+// batch 1, 2, 3 (small-m / streaming matmuls) and 12 (cuBLASLt, stream-ordered, the op after it
+// waiting for its completion); and rejected with W > 1.
 TEST(Overlap, PdlChainMatchesConventional) {
   MEGAOPS_REQUIRE_GPU();
   const uint64_t seed = testing::test_seed();
   for (const char* preset : {"tiny-llama3", "tiny-qwen3"})
-    for (int batch : {1, 3, 12}) {
+    for (int batch : {1, 2, 3, 12}) {
       const ModelConfig cfg = preset_config(preset);
       std::vector<int> lens(batch);
       for (int i = 0; i < batch; ++i) lens[i] = 2 + (5 * i + 1) % 9;
@@ -384,6 +385,7 @@ TEST(Overlap, PdlChainMatchesConventional) {
             o.overlap_chain_counter_waits = counter_waits;
             o.overlap_fold_norms = fold;
             o.overlap_fold_silu = fold;
+            o.overlap_fold_rope = fold;
             o.debug_sync = debug;
             ConventionalExecutor chain(cfg, random_filler(seed), o);
             if (delay > 0) chain.set_overlap_delay(delay, seed ^ 0xc4a1ull);
@@ -627,7 +629,8 @@ TEST(Overlap, TraceRecordsEveryOpOfTheStep) {
 
 // The chain's defaults, seen from the trace: at batch 1 on the bulk streaming kernel (sm_90) every
 // norm and SiLU·mul before a streaming matmul is folded into it and records no CTA (its matmul
-// does the work), the final norm (before the LM head) still runs; with the folds off all run. The
+// does the work), the final norm (before the LM head) still runs; every qkv_rope is folded into
+// its attention (the per-query-head kernel) and records no CTA; with the folds off all run. The
 // bit-equality of both is Overlap.PdlChainMatchesConventional; this test makes sure the fold
 // happened there.
 TEST(Overlap, PdlChainFoldsIntoStreamingMatmuls) {
@@ -642,6 +645,7 @@ TEST(Overlap, PdlChainFoldsIntoStreamingMatmuls) {
     ExecutorOptions o = overlap_options(1, 32, true);
     o.overlap_fold_norms = fold;
     o.overlap_fold_silu = fold;
+    o.overlap_fold_rope = fold;
     o.overlap_trace_capacity = 1u << 16;
     ConventionalExecutor ex(cfg, random_filler(seed), o);
     run_steps(ex, prompts, 2, false);
@@ -655,13 +659,56 @@ TEST(Overlap, PdlChainFoldsIntoStreamingMatmuls) {
     int folds_run = 0, folds = 0;
     for (size_t k = 0; k < names.size(); ++k) {
       const bool foldable = names[k].find("layernorm") != std::string::npos ||
-                            names[k].find("silu_mul") != std::string::npos;
+                            names[k].find("silu_mul") != std::string::npos ||
+                            names[k].find("qkv_rope") != std::string::npos;
       folds += foldable;
       folds_run += foldable && ctas[k] > 0;
       if (!foldable) EXPECT_GT(ctas[k], 0) << names[k] << " fold " << fold;
     }
-    EXPECT_EQ(folds, 3 * cfg.num_layers);
+    EXPECT_EQ(folds, 4 * cfg.num_layers);
     EXPECT_EQ(folds_run, fold ? 0 : folds) << "fold " << fold;
+  }
+}
+
+// The chain with qkv_rope folded into attention, prompts run as rows of the decode step
+// (PrefillPath::DecodeGraph): replays of two rows hold consecutive positions of one sequence, so
+// an attention CTA attends a key that the other row of its launch writes (kernels/rope_fold.cuh
+// computes it from that row's qkv instead of reading the cache). Bit-equal to the conventional
+// step with PDL on the same path, with the fold on and off, twice on one executor.
+TEST(Overlap, PdlChainRopeFoldOverDecodeGraphPrefill) {
+  MEGAOPS_REQUIRE_GPU();
+  for (const std::string preset : {"tiny-llama3", "tiny-qwen3"}) {
+    const ModelConfig cfg = preset_config(preset);
+    const uint64_t seed = testing::test_seed();
+    const auto prompts = random_prompts({5, 8}, cfg.vocab_size, seed);
+    auto run = [&](ConventionalExecutor& ex) {
+      Trace t;
+      t.tokens = ex.prefill(prompts);
+      t.logits.push_back(ex.last_logits());
+      for (int i = 0; i < 8; ++i) {
+        const std::vector<int> s = ex.decode_step();
+        t.tokens.insert(t.tokens.end(), s.begin(), s.end());
+        t.logits.push_back(ex.last_logits());
+      }
+      return t;
+    };
+    ExecutorOptions co = options(2, 64, DecodeBackend::Conventional);
+    co.prefill_path = PrefillPath::DecodeGraph;
+    co.pdl = true;
+    ConventionalExecutor conv(cfg, random_filler(seed), co);
+    const Trace ref = run(conv);
+    for (bool fold : {true, false}) {
+      ExecutorOptions o = options(2, 64, DecodeBackend::Overlap);
+      o.prefill_path = PrefillPath::DecodeGraph;
+      o.overlap_streams = 1;
+      o.overlap_pdl_chain = true;
+      o.overlap_fold_rope = fold;
+      ConventionalExecutor chain(cfg, random_filler(seed), o);
+      for (int round = 0; round < 2; ++round)
+        expect_same(ref, run(chain),
+                    preset + " fold " + std::to_string(fold) + " round " + std::to_string(round),
+                    true);
+    }
   }
 }
 

@@ -319,7 +319,8 @@ TEST(Cli, BenchChainOptionsRejectUnknownValues) {
       "--overlap-pdl-chain",
       {{"--overlap-chain-waits event", "--overlap-chain-waits"},
        {"--overlap-fold-norms yes", "--overlap-fold-norms"},
-       {"--overlap-fold-silu 1", "--overlap-fold-silu"}});
+       {"--overlap-fold-silu 1", "--overlap-fold-silu"},
+       {"--overlap-fold-rope yes", "--overlap-fold-rope"}});
 }
 
 // `bench --plan` accepts only what an executor can run; anything else is one error line naming
