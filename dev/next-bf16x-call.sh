@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Written in the seventeenth session, not run (its device time was spent); one H200, ~2.5
+# minutes. Builds: scripts/build_variant.sh main; scripts/build_variant.sh bx
+# dev/stream-bulk-bf16x.patch; scripts/build_variant.sh bx3 dev/stream-bulk-bf16x.patch
+# dev/stream-bulk-bf16x-lb3.patch; scripts/pack_variants.sh main bx bx3. main = 26d72c3 or later; bx = main with x in the bulk kernel's shared memory as bf16 (was
+# fp32: the 1B's down projection 81 KB a CTA instead of 97); bx3 = bx with
+# __launch_bounds__(288, 3) at m = 1 (72 registers, was 88; the SiLU fold's loads in rounds of 4
+# instead of 8) so three CTAs can share an SM. Question (perf-notes item 37): does letting the 1B's
+# down projection become resident earlier shorten the chain's step?
+#   1. bx3: the bulk kernel's tests and the chain's bit-equality tests.
+#   2. Rows alternated main / bx / bx3, chain at batch 1 (conventional + PDL beside it).
+. dev/call_lib.sh
+X=.carry/x
+rm -rf $X && mkdir -p $X && tar xJf .carry/pack.tar.xz -C $X
+nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv | tee -a $O/run.log
+log "bx3 tests"
+MEGAOPS_WATCHDOG_MS=2000 timeout -k 5 40 $X/bx3/megaops_gpu_tests \
+  --gtest_filter='MatmulTest.Stream*:Overlap.PdlChainMatchesConventional:Overlap.PdlChainFoldsIntoStreamingMatmuls' \
+  --gtest_output=json:$O/tests.json > $O/tests.log 2>&1
+echo "tests rc=$?" | tee -a $O/run.log
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran" $O/tests.log | tail -8 | tee -a $O/run.log
+CH="--batch 1 --pdl on --backend both --overlap-streams 1 --overlap-pdl-chain"
+for round in 1 2; do
+  for m in llama3.2-1b qwen3-0.6b; do
+    for v in main bx bx3; do
+      bench_rows ${v}_${m}_r$round $X/$v 140 --preset $m $CH
+    done
+  done
+done
+for v in main bx3; do
+  bench_rows ${v}_llama3.1-8b $X/$v 145 --preset llama3.1-8b $CH
+done
+call_finish
