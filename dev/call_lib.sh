@@ -28,6 +28,23 @@ bench_rows() {
     --prompt 32 --gen 128 --repeats "${BENCH_REPEATS:-3}" --json "$O/$name.json" "$@" >"$O/$name.log" 2>&1
   grep -E " (off|on) +[0-9]|rror" "$O/$name.log" | tee -a "$O/run.log"
 }
+# The carried builds (.carry/pack.tar.xz, scripts/pack_variants.sh) unpacked under $X, and the
+# GPU's name, driver and clock into run.log: how every call starts.
+unpack_builds() {
+  X=.carry/x
+  rm -rf $X && mkdir -p $X && tar xJf .carry/pack.tar.xz -C $X
+  nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv | tee -a "$O/run.log"
+}
+# The GPU tests of build folder $2 matching gtest filter $4 into $O/$1.log and $O/$1.json, within
+# $3 seconds (the watchdog at 2 s); the outcome and summary lines go to run.log.
+gpu_tests() {
+  local name=$1 bin=$2 limit=$3 filter=$4
+  log "GPU tests $name: $filter"
+  MEGAOPS_WATCHDOG_MS=2000 timeout -k 5 "$limit" "$bin/megaops_gpu_tests" --gtest_filter="$filter" \
+    --gtest_output=json:"$O/$name.json" >"$O/$name.log" 2>&1
+  echo "$name rc=$?" | tee -a "$O/run.log"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran" "$O/$name.log" | tail -8 | tee -a "$O/run.log"
+}
 # A detached call (`start`, then `collect` issued at once: a lent machine goes back after 30 s
 # idle): waits up to $1 seconds for $R/NAME.done of every NAME after it, then says how long since
 # $R/t0 and which are done.

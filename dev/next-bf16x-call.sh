@@ -10,15 +10,9 @@
 #   1. bx3: the bulk kernel's tests and the chain's bit-equality tests.
 #   2. Rows alternated main / bx / bx3, chain at batch 1 (conventional + PDL beside it).
 . dev/call_lib.sh
-X=.carry/x
-rm -rf $X && mkdir -p $X && tar xJf .carry/pack.tar.xz -C $X
-nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv | tee -a $O/run.log
-log "bx3 tests"
-MEGAOPS_WATCHDOG_MS=2000 timeout -k 5 40 $X/bx3/megaops_gpu_tests \
-  --gtest_filter='MatmulTest.Stream*:Overlap.PdlChainMatchesConventional:Overlap.PdlChainFoldsIntoStreamingMatmuls' \
-  --gtest_output=json:$O/tests.json > $O/tests.log 2>&1
-echo "tests rc=$?" | tee -a $O/run.log
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran" $O/tests.log | tail -8 | tee -a $O/run.log
+unpack_builds
+gpu_tests bx3_tests $X/bx3 40 \
+  'MatmulTest.Stream*:Overlap.PdlChainMatchesConventional:Overlap.PdlChainFoldsIntoStreamingMatmuls'
 CH="--batch 1 --pdl on --backend both --overlap-streams 1 --overlap-pdl-chain"
 for round in 1 2; do
   for m in llama3.2-1b qwen3-0.6b; do

@@ -396,10 +396,12 @@ __device__ __forceinline__ int rope_fold_row_of(int key, const int (&sub_pos)[RO
 // query head `head` of row bi (kv head kv_head): warp 0 forms q when need_q, warps 1 + 2r and
 // 2 + 2r the k and v of row r when its key is in the CTA's chunk (bit r of sub_mask) or when r is
 // bi and the CTA writes row bi's k / v to the cache (`writes`). kind (warp-uniform): 0 q, 1 k,
-// 2 v, -1 none; r its row; c its lane's constants. Reads only weights and step inputs: may run
-// before the wait (so their loads overlap the predecessor).
+// 2 v, -1 none; r its row; norm whether its head has a norm (Qwen3's q / k); c its lane's
+// constants. Reads only weights and step inputs: may run before the wait (so their loads overlap
+// the predecessor).
 struct RopeFoldWarp {
   int kind = -1, r = 0, qkv_head = 0;
+  bool norm = false;
   QkvRopeConsts c;
 };
 
@@ -422,6 +424,7 @@ __device__ __forceinline__ RopeFoldWarp rope_fold_warp(const DecodeAttentionPara
                  : w.kind == 1 ? p.num_heads + kv_head
                                : p.num_heads + p.num_kv_heads + kv_head;
     const bf16* norm_w = w.kind == 0 ? p.rope.q_norm : w.kind == 1 ? p.rope.k_norm : nullptr;
+    w.norm = norm_w != nullptr;
     w.c = qkv_rope_row_consts(p.rope.inv_freq, norm_w, p.head_dim, w.kind != 2);
   }
   return w;
@@ -438,13 +441,12 @@ __device__ __forceinline__ void rope_fold_prologue(const DecodeAttentionParams& 
   const RopeFold& f = p.rope;
   const int hd = p.head_dim;
   if (w.kind >= 0) {
-    const bool norm = (w.kind == 0 ? f.q_norm : w.kind == 1 ? f.k_norm : nullptr) != nullptr;
     const bool rope = w.kind != 2;
     const int heads_per_token = p.num_heads + 2 * p.num_kv_heads;
     const float* src = f.qkv + (static_cast<int64_t>(w.r) * heads_per_token + w.qkv_head) * hd;
     const int pos = f.positions[w.r];
     float2 lo[QKV_ROPE_GROUPS], hi[QKV_ROPE_GROUPS];
-    qkv_rope_row<float>(src, hd, w.c, norm, rope, f.eps, pos, lo, hi);
+    qkv_rope_row<float>(src, hd, w.c, w.norm, rope, f.eps, pos, lo, hi);
     bf16* rows = rope_fold_rows();
     qkv_rope_row_store(rows + (w.kind == 0   ? 0
                                : w.kind == 1 ? rope_fold_k_row(w.r)
@@ -1035,12 +1037,12 @@ __global__ void __launch_bounds__(PREFILL_THREADS)
   prefill_attention_block(p, blockIdx.x, blockIdx.y, prefill_smem);
 }
 
-bool aligned16(const void* ptr) {
-  return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
-}
-
 bool aligned(const void* ptr, uintptr_t bytes) {
   return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0;
+}
+
+bool aligned16(const void* ptr) {
+  return aligned(ptr, 16);
 }
 
 // Kernels needing more than the default 48 KiB of dynamic shared memory must opt in. This is a

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "kernels/common.cuh"
+#include "kernels/rmsnorm.cuh"
 
 namespace megaops {
 
@@ -27,5 +28,17 @@ struct NormFold {
 
   __host__ __device__ bool on() const { return weight != nullptr; }
 };
+
+// The fold of the add_rmsnorm launch p (fp32 delta, or none) into the matmul after it, its new
+// residual written to residual_out instead of in place.
+inline NormFold norm_fold(const AddRmsNormParams& p, float* residual_out) {
+  NormFold f;
+  f.residual = p.residual;
+  f.delta = p.delta_f32;
+  f.weight = p.weight;
+  f.residual_out = residual_out;
+  f.eps = p.eps;
+  return f;
+}
 
 }  // namespace megaops

@@ -55,11 +55,9 @@ __device__ void qkv_rope_head(const QkvRopeParams& p, int64_t item, const QkvRop
   const bool has_norm = !is_v && (is_q ? p.q_norm : p.k_norm) != nullptr;
 
   const T* src = qkv_input<T>(p) + (tok * heads_per_token + head) * hd;
-  float2 lo[QKV_ROPE_GROUPS], hi[QKV_ROPE_GROUPS];
-  qkv_rope_row_load(src, hd, lo, hi);
-  if (has_norm) qkv_rope_row_norm(lo, hi, hd, p.eps, c);
   const int pos = p.positions[tok];
-  if (!is_v) qkv_rope_row_rotate(lo, hi, pos, c);
+  float2 lo[QKV_ROPE_GROUPS], hi[QKV_ROPE_GROUPS];
+  qkv_rope_row<T>(src, hd, c, has_norm, !is_v, p.eps, pos, lo, hi);
 
   bf16* dst;
   if (is_q) {

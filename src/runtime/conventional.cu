@@ -901,13 +901,8 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     }
     add_folded();
     float* next = resid == st.resid ? st.resid_alt : st.resid;
-    NormFold f;
-    f.residual = resid;
-    f.delta = delta_in;
-    f.weight = ln;
-    f.residual_out = next;
-    f.eps = cfg.rms_norm_eps;
-    matmul_op(nullptr, w, y, n, h, f);
+    matmul_op(nullptr, w, y, n, h,
+              norm_fold(add_rmsnorm_params(resid, delta_in, ln, nullptr, b), next));
     resid = next;
   };
 
