@@ -262,8 +262,11 @@ __global__ void __launch_bounds__(ST_THREADS, 1)
 //     16 w .. 16 w + 15 of all eight rows, lane l chunk 16 w + l % 16 of rows l / 16 + 2 j
 //     (j < 4), so a lane loads its 8 x values once per stage and uses them for four rows (the
 //     ring version reads all of x once per row: 2 bytes of x per byte of W from shared memory);
-//     x sits in shared memory as two fp32 halves per 8-wide chunk, so eight lanes read 128
-//     contiguous bytes (no bank conflict);
+//     x sits in shared memory as bf16 (what it is in global memory, and what the folds round to),
+//     a lane converting its 8 values of a stage (16 contiguous bytes a lane, 256 a half warp: no
+//     bank conflict); at 2 bytes an element (it was fp32 until the seventeenth session) the 1B's
+//     down projection (k = 8192, 81 KB a CTA with 4 slots) fits on an SM beside two CTAs of the
+//     gate_up before it (69 KB each), so it can start and stream while they finish;
 //   - a row's partial sums meet once per row block: a shuffle over the 16 lanes of a half warp,
 //     then the eight warps' partials through shared memory (double-buffered by row block, one
 //     named barrier of the consumer warps), summed in warp order by warp 0;
@@ -339,30 +342,34 @@ __device__ __forceinline__ void bulk_issue_stage(const StreamMatmulArgs& a, bf16
     bulk_copy(slot_base + r * ST_KC, a.w + static_cast<int64_t>(row0 + r) * a.k + k0, bytes, full);
 }
 
+// Vectors (8 elements) of r that an owner thread of bulk_fold_x keeps in registers between the
+// norm's two passes: rows of k <= 8 * 256 * 4 = 8192 (every preset's hidden size); past them a
+// thread forms r again from the residual rows in the second pass (the same operations: the same
+// bits).
+constexpr int BK_FOLD_KEEP = 4;
+
 // x for the bulk kernel with a folded norm (kernels/norm_fold.cuh): row b < m is
-// bf16(r / sqrt(mean(r^2) + eps) * weight) with r = residual + delta, widened to fp32 into xlo /
-// xhi (their layout: chunk c of row b at b * chunks_per_row + c, elements 8c..8c+3 in xlo, the rest
-// in xhi), zero past k and past m; CTA 0 also writes r to residual_out. add_rmsnorm's arithmetic on
-// add_rmsnorm's threads (kernels/rmsnorm_row.cuh): thread t < RMSNORM_THREADS (the consumer warps)
-// owns vectors t, t + RMSNORM_THREADS, ... of each row, so x and r match its output bit for bit.
-// r waits in xlo / xhi between the passes (same thread, same addresses: no barrier). Every thread
-// of the CTA calls it (the block sums' barriers); the producer warp adds zeros. `scratch`:
-// RMSNORM_WARPS floats of shared memory nobody else uses until the barrier after this.
+// bf16(r / sqrt(mean(r^2) + eps) * weight) with r = residual + delta, into xs ([M][kpad] bf16,
+// row b at b * chunks_per_row 16-byte chunks), zero past k and past m; CTA 0 also writes r to
+// residual_out. add_rmsnorm's arithmetic on add_rmsnorm's threads (kernels/rmsnorm_row.cuh):
+// thread t < RMSNORM_THREADS (the consumer warps) owns vectors t, t + RMSNORM_THREADS, ... of each
+// row, so x and r match its output bit for bit. r waits in the owner's registers between the
+// passes (BK_FOLD_KEEP vectors; any further ones are formed again). Every thread of the CTA calls
+// it (the block sums' barriers); the producer warp adds zeros. `scratch`: RMSNORM_WARPS floats of
+// shared memory nobody else uses until the barrier after this.
 template <int M>
-__device__ __forceinline__ void bulk_fold_x(const StreamMatmulArgs& a, float* xlo, float* xhi,
-                                            int chunks_per_row, float* scratch) {
+__device__ __forceinline__ void bulk_fold_x(const StreamMatmulArgs& a, bf16* xs, int chunks_per_row,
+                                            float* scratch) {
   static_assert(RMSNORM_THREADS == BK_WARPS * 32, "the consumer warps are add_rmsnorm's CTA");
   const NormFold& f = a.fold;
   const int vecs = a.k / 8;
-  const bool owner = threadIdx.x < RMSNORM_THREADS;
+  const int t = static_cast<int>(threadIdx.x);
+  const bool owner = t < RMSNORM_THREADS;
   const uint4* weight = reinterpret_cast<const uint4*>(f.weight);
   for (int b = 0; b < M; ++b) {  // b < a.m is the same on every thread
-    float4* lo = reinterpret_cast<float4*>(xlo) + b * chunks_per_row;
-    float4* hi = reinterpret_cast<float4*>(xhi) + b * chunks_per_row;
-    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int v = (b < a.m ? vecs : 0) + static_cast<int>(threadIdx.x); v < chunks_per_row;
-         v += BK_THREADS)
-      lo[v] = hi[v] = zero;
+    uint4* x = reinterpret_cast<uint4*>(xs) + b * chunks_per_row;
+    for (int v = (b < a.m ? vecs : 0) + t; v < chunks_per_row; v += BK_THREADS)
+      x[v] = make_uint4(0u, 0u, 0u, 0u);
     if (b >= a.m) continue;
     const int64_t row = static_cast<int64_t>(b) * a.k;
     const float4* res = reinterpret_cast<const float4*>(f.residual + row);
@@ -370,59 +377,79 @@ __device__ __forceinline__ void bulk_fold_x(const StreamMatmulArgs& a, float* xl
     float4* res_out = blockIdx.x == 0 && f.residual_out
                           ? reinterpret_cast<float4*>(f.residual_out + row)
                           : nullptr;
+    // r of vector v (residual + delta, add_rmsnorm's additions).
+    auto form_r = [&](int v, float4& r0, float4& r1) {
+      r0 = res[2 * v], r1 = res[2 * v + 1];
+      if (delta) {
+        const float4 d0 = delta[2 * v], d1 = delta[2 * v + 1];
+        const float d[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
+        rmsnorm_add8(r0, r1, d);
+      }
+    };
+    float4 keep0[BK_FOLD_KEEP], keep1[BK_FOLD_KEEP];
     float sumsq = 0.0f;
     if (owner) {
-      for (int v = threadIdx.x; v < vecs; v += RMSNORM_THREADS) {
-        float4 r0 = res[2 * v], r1 = res[2 * v + 1];
-        if (delta) {
-          const float4 d0 = delta[2 * v], d1 = delta[2 * v + 1];
-          const float d[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
-          rmsnorm_add8(r0, r1, d);
+#pragma unroll
+      for (int j = 0; j < BK_FOLD_KEEP; ++j) {
+        const int v = t + j * RMSNORM_THREADS;
+        if (v < vecs) {
+          form_r(v, keep0[j], keep1[j]);
+          if (res_out) {
+            res_out[2 * v] = keep0[j];
+            res_out[2 * v + 1] = keep1[j];
+          }
+          sumsq = rmsnorm_sumsq8(sumsq, keep0[j], keep1[j]);
         }
+      }
+      for (int v = t + BK_FOLD_KEEP * RMSNORM_THREADS; v < vecs; v += RMSNORM_THREADS) {
+        float4 r0, r1;
+        form_r(v, r0, r1);
         if (res_out) {
           res_out[2 * v] = r0;
           res_out[2 * v + 1] = r1;
         }
         sumsq = rmsnorm_sumsq8(sumsq, r0, r1);
-        lo[v] = r0;
-        hi[v] = r1;
       }
     }
     const float inv_rms = rmsnorm_inv_rms(rmsnorm_block_sum(sumsq, scratch), a.k, f.eps);
     if (owner) {
-      for (int v = threadIdx.x; v < vecs; v += RMSNORM_THREADS) {
-        const uint4 o = rmsnorm_scale8(lo[v], hi[v], weight[v], inv_rms);
-        lo[v] = make_float4(bf16_lo(o.x), bf16_hi(o.x), bf16_lo(o.y), bf16_hi(o.y));
-        hi[v] = make_float4(bf16_lo(o.z), bf16_hi(o.z), bf16_lo(o.w), bf16_hi(o.w));
+#pragma unroll
+      for (int j = 0; j < BK_FOLD_KEEP; ++j) {
+        const int v = t + j * RMSNORM_THREADS;
+        if (v < vecs) x[v] = rmsnorm_scale8(keep0[j], keep1[j], weight[v], inv_rms);
+      }
+      for (int v = t + BK_FOLD_KEEP * RMSNORM_THREADS; v < vecs; v += RMSNORM_THREADS) {
+        float4 r0, r1;
+        form_r(v, r0, r1);
+        x[v] = rmsnorm_scale8(r0, r1, weight[v], inv_rms);
       }
     }
   }
 }
 
 // Units of gate|up that a thread of the bulk kernel loads before it computes any
-// (bulk_silu_fold_x): 8 x 2 float4 = 64 registers, 73 KB in flight per CTA, so one round covers
-// a row of k <= 9216 (8B-class m = 1 down projections, k = 14336, take two).
-constexpr int BK_SILU_BATCH = 8;
+// (bulk_silu_fold_x): 4 x 2 float4 = 32 registers, 37 KB in flight per CTA, so one round covers
+// a row of k <= 4608 and the 1B's down projection (k = 8192) takes two. It was 8 (64 registers)
+// until the eighteenth session: 4 keeps the m = 1 kernel within 72 registers (below).
+constexpr int BK_SILU_BATCH = 4;
 
 // x for the bulk kernel with a folded SwiGLU (kernels/act_fold.cuh): row b < m, element i < k is
-// bf16(silu(gate_up[b, i]) * gate_up[b, k + i]) widened to fp32, zero past k and past m, in xlo /
-// xhi's layout (bulk_fold_x). silu_mul's arithmetic (kernels/silu_mul_row.cuh), which is
-// elementwise, so any thread mapping gives its bits. A unit is one float4 (4 elements) of a row:
-// unit q of row b is q / 2's chunk, low half (xlo) for even q, high (xhi) for odd. All BK_THREADS
-// threads (the producer warp too: its lane 0 has issued the ring's first stages and waits for a
-// slot until after the barrier that follows) take units in rounds of BK_SILU_BATCH per thread, and
-// issue a round's loads (a gate and an up float4 each) before computing any. Warp w's j-th unit of
-// a round lies in a 32-unit block (512 contiguous bytes of gate, and of up, per load instruction);
-// lane l takes unit 16 (l / 16) + 2 (l % 8) + (l / 8) % 2 of it, so each quarter warp's 16-byte
-// shared stores fill 128 contiguous bytes of xlo or xhi (no bank conflict).
+// bf16(silu(gate_up[b, i]) * gate_up[b, k + i]), zero past k and past m, in xs ([M][kpad] bf16,
+// bulk_fold_x). silu_mul's arithmetic (kernels/silu_mul_row.cuh), which is elementwise, so any
+// thread mapping gives its bits. A unit is one float4 (4 elements) of a row: unit q of row b is
+// elements 4q .. 4q + 3, 8 bytes of xs. All BK_THREADS threads (the producer warp too: its lane 0
+// has issued the ring's first stages and waits for a slot until after the barrier that follows)
+// take units in rounds of BK_SILU_BATCH per thread, and issue a round's loads (a gate and an up
+// float4 each) before computing any. Warp w's j-th unit of a round lies in a 32-unit block (512
+// contiguous bytes of gate, and of up, per load instruction; 256 contiguous bytes of xs per
+// store), lane l taking its unit l.
 template <int M>
-__device__ __forceinline__ void bulk_silu_fold_x(const StreamMatmulArgs& a, float* xlo, float* xhi,
+__device__ __forceinline__ void bulk_silu_fold_x(const StreamMatmulArgs& a, bf16* xs,
                                                  int chunks_per_row) {
   const int units_per_row = 2 * chunks_per_row;  // a multiple of 256: blocks never straddle rows
   const int total = M * units_per_row;
   const int k_units = a.k / 4;  // units holding elements < k
   const int lane = threadIdx.x & 31;
-  const int lane_unit = 16 * (lane >> 4) + 2 * (lane & 7) + ((lane >> 3) & 1);
   const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
   // Unit u of the CTA's M rows: row b, unit q of the row; with loads only for b < m and q < k / 4.
   auto locate = [&](int u, int& b, int& q) {
@@ -441,7 +468,7 @@ __device__ __forceinline__ void bulk_silu_fold_x(const StreamMatmulArgs& a, floa
 #pragma unroll
     for (int j = 0; j < BK_SILU_BATCH; ++j) {
       int b, q;
-      locate(u0 + j * BK_THREADS + lane_unit, b, q);
+      locate(u0 + j * BK_THREADS + lane, b, q);
       g[j] = u[j] = zero;
       if (b < a.m && q < k_units) {
         const float4* row = reinterpret_cast<const float4*>(a.silu_fold.gate_up +
@@ -453,17 +480,18 @@ __device__ __forceinline__ void bulk_silu_fold_x(const StreamMatmulArgs& a, floa
 #pragma unroll
     for (int j = 0; j < BK_SILU_BATCH; ++j) {
       int b, q;
-      locate(u0 + j * BK_THREADS + lane_unit, b, q);
+      locate(u0 + j * BK_THREADS + lane, b, q);
       if (q >= units_per_row) continue;  // past the last row (u >= total)
-      float4 v = zero;
+      uint2 v = make_uint2(0u, 0u);
       if (b < a.m && q < k_units) {
-        const float2 lo =
-            __bfloat1622float2(silu_mul2(make_float2(g[j].x, g[j].y), make_float2(u[j].x, u[j].y)));
-        const float2 hi =
-            __bfloat1622float2(silu_mul2(make_float2(g[j].z, g[j].w), make_float2(u[j].z, u[j].w)));
-        v = make_float4(lo.x, lo.y, hi.x, hi.y);
+        const __nv_bfloat162 lo =
+            silu_mul2(make_float2(g[j].x, g[j].y), make_float2(u[j].x, u[j].y));
+        const __nv_bfloat162 hi =
+            silu_mul2(make_float2(g[j].z, g[j].w), make_float2(u[j].z, u[j].w));
+        v = make_uint2(*reinterpret_cast<const uint32_t*>(&lo),
+                       *reinterpret_cast<const uint32_t*>(&hi));
       }
-      reinterpret_cast<float4*>(q & 1 ? xhi : xlo)[b * chunks_per_row + (q >> 1)] = v;
+      reinterpret_cast<uint2*>(xs)[b * units_per_row + q] = v;
     }
   }
 }
@@ -476,18 +504,20 @@ __device__ __forceinline__ uint64_t ring_delay_site(int t, int warp) {
 }
 #endif
 
+// At m = 1 three CTAs an SM (72 registers, no spills by ptxas -v; 88 without the bound): the
+// register file then holds a CTA of the next launch beside two of this one, so in the PDL chain
+// the 1B's down projection becomes resident while gate_up's CTAs finish (perf-notes item 38:
+// llama3.2-1b's chain 0.878 -> 0.849 ms a token). m = 2 needs 104 registers: one bound of 1.
 template <int M, typename OutT>
-__global__ void __launch_bounds__(BK_THREADS, 1)
+__global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
     matmul_stream_bulk_kernel(StreamMatmulArgs a, int stages) {
 #ifdef MEGAOPS_STREAM_BULK
   extern __shared__ __align__(16) uint8_t smem[];
   const int kstages = (a.k + ST_KC - 1) / ST_KC;
   const int kpad = kstages * ST_KC;
-  bf16* ring = reinterpret_cast<bf16*>(smem);  // stages x [ST_ROWS][ST_KC]
-  // x: [M][kpad / 8][4] low halves of each 8-wide chunk, then the same for the high halves.
-  float* xlo = reinterpret_cast<float*>(ring + static_cast<size_t>(stages) * ST_STAGE_ELEMS);
-  float* xhi = xlo + static_cast<size_t>(M) * kpad / 2;
-  uint64_t* full = reinterpret_cast<uint64_t*>(xlo + static_cast<size_t>(M) * kpad);
+  bf16* ring = reinterpret_cast<bf16*>(smem);                      // stages x [ST_ROWS][ST_KC]
+  bf16* xs = ring + static_cast<size_t>(stages) * ST_STAGE_ELEMS;  // x: [M][kpad]
+  uint64_t* full = reinterpret_cast<uint64_t*>(xs + static_cast<size_t>(M) * kpad);
   uint64_t* empty = full + stages;
   float* red = reinterpret_cast<float*>(empty + stages);  // [2][BK_WARPS][M][ST_ROWS]
 
@@ -530,17 +560,12 @@ __global__ void __launch_bounds__(BK_THREADS, 1)
   // consumers release a slot).
   const int x_chunks_per_row = kpad / 8;
   if (a.fold.on()) {
-    bulk_fold_x<M>(a, xlo, xhi, x_chunks_per_row, red);  // red is free until the main loop
+    bulk_fold_x<M>(a, xs, x_chunks_per_row, red);  // red is free until the main loop
   } else if (a.silu_fold.on()) {
-    bulk_silu_fold_x<M>(a, xlo, xhi, x_chunks_per_row);
+    bulk_silu_fold_x<M>(a, xs, x_chunks_per_row);
   } else {
-    for (int i = threadIdx.x; i < M * x_chunks_per_row; i += BK_THREADS) {
-      const uint4 v = x_chunk(a, i, x_chunks_per_row);
-      reinterpret_cast<float4*>(xlo)[i] =
-          make_float4(bf16_lo(v.x), bf16_hi(v.x), bf16_lo(v.y), bf16_hi(v.y));
-      reinterpret_cast<float4*>(xhi)[i] =
-          make_float4(bf16_lo(v.z), bf16_hi(v.z), bf16_lo(v.w), bf16_hi(v.w));
-    }
+    for (int i = threadIdx.x; i < M * x_chunks_per_row; i += BK_THREADS)
+      reinterpret_cast<uint4*>(xs)[i] = x_chunk(a, i, x_chunks_per_row);
   }
   pdl_launch_dependents();
   __syncthreads();
@@ -574,10 +599,10 @@ __global__ void __launch_bounds__(BK_THREADS, 1)
         float xv[M][8];
 #pragma unroll
         for (int b = 0; b < M; ++b) {
-          const float4 lo = reinterpret_cast<const float4*>(xlo)[b * x_chunks_per_row + kc];
-          const float4 hi = reinterpret_cast<const float4*>(xhi)[b * x_chunks_per_row + kc];
-          xv[b][0] = lo.x, xv[b][1] = lo.y, xv[b][2] = lo.z, xv[b][3] = lo.w;
-          xv[b][4] = hi.x, xv[b][5] = hi.y, xv[b][6] = hi.z, xv[b][7] = hi.w;
+          const uint4 v = reinterpret_cast<const uint4*>(xs)[b * x_chunks_per_row + kc];
+          xv[b][0] = bf16_lo(v.x), xv[b][1] = bf16_hi(v.x), xv[b][2] = bf16_lo(v.y);
+          xv[b][3] = bf16_hi(v.y), xv[b][4] = bf16_lo(v.z), xv[b][5] = bf16_hi(v.z);
+          xv[b][6] = bf16_lo(v.w), xv[b][7] = bf16_hi(v.w);
         }
         const bf16* ws = ring + slot * ST_STAGE_ELEMS + r0 * ST_KC + c * 8;
 #pragma unroll
@@ -697,11 +722,12 @@ cudaError_t launch_streaming(Kernel kernel, int threads, int64_t fixed, int64_t 
 template <typename OutT, int M>
 cudaError_t launch_stream_m(const StreamMatmulArgs& a, int max_ctas, int stages,
                             const LaunchOptions& opt, KernelFootprint* footprint, bool bulk) {
-  const int64_t x_bytes = M * ((static_cast<int64_t>(a.k) + ST_KC - 1) / ST_KC * ST_KC) * 4;
-  if (bulk)  // x, the row partials; a slot and its two mbarriers
+  const int64_t kpad = (static_cast<int64_t>(a.k) + ST_KC - 1) / ST_KC * ST_KC;
+  const int64_t x_bytes = M * kpad * 4;  // the ring version's x: fp32
+  if (bulk)                              // x (bf16), the row partials; a slot and its two mbarriers
     return launch_streaming(matmul_stream_bulk_kernel<M, OutT>, BK_THREADS,
-                            x_bytes + BK_RED_FLOATS * 4, ST_STAGE_BYTES + 2 * 8, BK_DEFAULT_STAGES,
-                            a, max_ctas, stages, opt, footprint);
+                            M * kpad * 2 + BK_RED_FLOATS * 4, ST_STAGE_BYTES + 2 * 8,
+                            BK_DEFAULT_STAGES, a, max_ctas, stages, opt, footprint);
   return launch_streaming(matmul_stream_kernel<M, OutT>, ST_THREADS, x_bytes, ST_STAGE_BYTES,
                           ST_DEFAULT_STAGES, a, max_ctas, stages, opt, footprint);
 }
