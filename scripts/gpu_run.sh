@@ -42,7 +42,7 @@ cat "$OUT/gpu.txt"
 
 if want tests; then
   log "GPU unit tests"
-  "$BIN/megaops_gpu_tests" --gtest_filter="${TEST_FILTER:--Overlap*:OverlapDeathTest.*:Presets/Overlap*:FullSize/Overlap*}" \
+  "$BIN/megaops_gpu_tests" --gtest_filter="${TEST_FILTER:--Overlap*:OverlapDeathTest.*:Presets/Overlap*:FullSize/Overlap*:Chain/Overlap*}" \
     --gtest_output=json:"$OUT/gpu_tests.json" >"$OUT/gpu_tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran" "$OUT/gpu_tests.log" | tail -40
 fi
@@ -50,7 +50,7 @@ fi
 if want overlap; then
   log "overlap executor tests"
   MEGAOPS_WATCHDOG_MS=2000 timeout -k 5 ${OVERLAP_TEST_LIMIT:-300} "$BIN/megaops_gpu_tests" \
-    --gtest_filter="${OVERLAP_TEST_FILTER:-Overlap.*:OverlapDeathTest.*:Presets/Overlap*:FullSize/Overlap*}" \
+    --gtest_filter="${OVERLAP_TEST_FILTER:-Overlap.*:OverlapDeathTest.*:Presets/Overlap*:FullSize/Overlap*:Chain/Overlap*}" \
     --gtest_output=json:"$OUT/overlap_tests.json" >"$OUT/overlap_tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran|Watchdog|watchdog" "$OUT/overlap_tests.log" | tail -40
   for preset in ${OVERLAP_PRESETS:-llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b}; do

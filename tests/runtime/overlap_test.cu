@@ -363,40 +363,61 @@ TEST(Overlap, ConsumerFirstIssueOrder) {
 // per-query-head kernel) or not. Bit-equal to the conventional step with PDL, eagerly and
 // captured, with random producer delays (a consumer whose CTAs start early must still wait), at
 // batch 1, 2, 3 (small-m / streaming matmuls) and 12 (cuBLASLt, stream-ordered, the op after it
-// waiting for its completion); and rejected with W > 1.
-TEST(Overlap, PdlChainMatchesConventional) {
+// waiting for its completion), one test case per preset and batch (so a sanitizer run can take
+// one: racecheck did not get past the start of all eight in one test in 280 s), 16 steps or
+// MEGAOPS_TEST_STEPS.
+class OverlapPdlChain : public ::testing::TestWithParam<std::pair<const char*, int>> {};
+
+TEST_P(OverlapPdlChain, MatchesConventional) {
   MEGAOPS_REQUIRE_GPU();
+  const auto [preset, batch] = GetParam();
   const uint64_t seed = testing::test_seed();
-  for (const char* preset : {"tiny-llama3", "tiny-qwen3"})
-    for (int batch : {1, 2, 3, 12}) {
-      const ModelConfig cfg = preset_config(preset);
-      std::vector<int> lens(batch);
-      for (int i = 0; i < batch; ++i) lens[i] = 2 + (5 * i + 1) % 9;
-      const auto prompts = random_prompts(lens, cfg.vocab_size, seed);
-      ConventionalExecutor conv(cfg, random_filler(seed), reference_options(batch, 64, true));
-      const Trace ref = run_steps(conv, prompts, 16, true);
-      for (const auto& [counter_waits, fold] :
-           {std::pair<bool, bool>{false, true}, {false, false}, {true, true}, {true, false}})
-        for (bool debug : {false, true})
-          for (uint32_t delay : {0u, 20000u}) {
-            // The defaults (grid waits, folded norms) in every mode, the others captured only.
-            if ((counter_waits || !fold) && debug) continue;
-            ExecutorOptions o = overlap_options(batch, 64, true);
-            o.overlap_chain_counter_waits = counter_waits;
-            o.overlap_fold_norms = fold;
-            o.overlap_fold_silu = fold;
-            o.overlap_fold_rope = fold;
-            o.debug_sync = debug;
-            ConventionalExecutor chain(cfg, random_filler(seed), o);
-            if (delay > 0) chain.set_overlap_delay(delay, seed ^ 0xc4a1ull);
-            expect_same(ref, run_steps(chain, prompts, 16, true),
-                        std::string(preset) + " batch " + std::to_string(batch) +
-                            " counter waits " + std::to_string(counter_waits) + " fold " +
-                            std::to_string(fold) + " debug " + std::to_string(debug) + " delay " +
-                            std::to_string(delay),
-                        true);
-          }
-    }
+  const int steps = testing::test_steps(16);
+  const ModelConfig cfg = preset_config(preset);
+  std::vector<int> lens(batch);
+  for (int i = 0; i < batch; ++i) lens[i] = 2 + (5 * i + 1) % 9;
+  const auto prompts = random_prompts(lens, cfg.vocab_size, seed);
+  ConventionalExecutor conv(cfg, random_filler(seed), reference_options(batch, 64, true));
+  const Trace ref = run_steps(conv, prompts, steps, true);
+  for (const auto& [counter_waits, fold] :
+       {std::pair<bool, bool>{false, true}, {false, false}, {true, true}, {true, false}})
+    for (bool debug : {false, true})
+      for (uint32_t delay : {0u, 20000u}) {
+        // The defaults (grid waits, folded norms) in every mode, the others captured only.
+        if ((counter_waits || !fold) && debug) continue;
+        ExecutorOptions o = overlap_options(batch, 64, true);
+        o.overlap_chain_counter_waits = counter_waits;
+        o.overlap_fold_norms = fold;
+        o.overlap_fold_silu = fold;
+        o.overlap_fold_rope = fold;
+        o.debug_sync = debug;
+        ConventionalExecutor chain(cfg, random_filler(seed), o);
+        if (delay > 0) chain.set_overlap_delay(delay, seed ^ 0xc4a1ull);
+        expect_same(ref, run_steps(chain, prompts, steps, true),
+                    std::string(preset) + " batch " + std::to_string(batch) + " counter waits " +
+                        std::to_string(counter_waits) + " fold " + std::to_string(fold) +
+                        " debug " + std::to_string(debug) + " delay " + std::to_string(delay),
+                    true);
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Chain, OverlapPdlChain,
+                         ::testing::Values(std::pair<const char*, int>{"tiny-llama3", 1},
+                                           std::pair{"tiny-llama3", 2}, std::pair{"tiny-llama3", 3},
+                                           std::pair{"tiny-llama3", 12}, std::pair{"tiny-qwen3", 1},
+                                           std::pair{"tiny-qwen3", 2}, std::pair{"tiny-qwen3", 3},
+                                           std::pair{"tiny-qwen3", 12}),
+                         [](const auto& info) {
+                           std::string n = std::string(info.param.first) + "_b" +
+                                           std::to_string(info.param.second);
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+// The chain takes one stream: overlap_pdl_chain with W > 1 is rejected, naming the option.
+TEST(Overlap, PdlChainRejectsSeveralStreams) {
+  MEGAOPS_REQUIRE_GPU();
   ExecutorOptions bad = options(1, 32, DecodeBackend::Overlap);
   bad.overlap_streams = 2;
   bad.overlap_pdl_chain = true;
@@ -631,7 +652,7 @@ TEST(Overlap, TraceRecordsEveryOpOfTheStep) {
 // norm and SiLU·mul before a streaming matmul is folded into it and records no CTA (its matmul
 // does the work), the final norm (before the LM head) still runs; every qkv_rope is folded into
 // its attention (the per-query-head kernel) and records no CTA; with the folds off all run. The
-// bit-equality of both is Overlap.PdlChainMatchesConventional; this test makes sure the fold
+// bit-equality of both is Chain/OverlapPdlChain.MatchesConventional; this test makes sure the fold
 // happened there.
 TEST(Overlap, PdlChainFoldsIntoStreamingMatmuls) {
   MEGAOPS_REQUIRE_GPU();
