@@ -48,6 +48,11 @@ case "${1:-1}" in
     MEGAOPS_MATMUL_STREAM_SHAPES=$MLP8 bench_rows mlp_${v}_llama3.1-8b $X/$v 450 --preset llama3.1-8b $CH
     MEGAOPS_MATMUL_STREAM_SHAPES=$MLPQ bench_rows mlp_${v}_qwen3-8b $X/$v 450 --preset qwen3-8b $CH
   done
+  # The 8B's MLP on the bulk kernel with SiLU·mul in gate_up's epilogue (no 114 KB read a down CTA).
+  MEGAOPS_MATMUL_STREAM_SHAPES=$MLP8 bench_rows mlpep_llama3.1-8b $X/ep 480 --preset llama3.1-8b \
+    $CH --overlap-fold-silu epilogue
+  MEGAOPS_MATMUL_STREAM_SHAPES=$MLPQ bench_rows mlpep_qwen3-8b $X/ep 480 --preset qwen3-8b \
+    $CH --overlap-fold-silu epilogue
   for v in main lk; do
     log "bench-matmul $v llama3.1-8b"
     timeout $(left 570) $X/$v/megaops bench-matmul --preset llama3.1-8b --batch 1 \
