@@ -117,10 +117,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
   eo.max_seq = o.prompt + o.gen;
   eo.overlap_streams = o.overlap_streams;
   eo.overlap_pdl_chain = o.overlap_pdl_chain;
-  eo.overlap_chain_counter_waits = o.chain.counter_waits();
-  eo.overlap_fold_norms = o.chain.folds_norms();
-  eo.overlap_fold_silu = o.chain.folds_silu();
-  eo.overlap_fold_rope = o.chain.folds_rope();
+  apply_chain_options(o.chain, eo);
   eo.overlap_conventional_arithmetic = !o.overlap_v0;
   eo.overlap_vendor_chunks = o.overlap_vendor_chunks;
   ConventionalExecutor ex(cfg, src.weights, eo,

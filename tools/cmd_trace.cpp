@@ -54,10 +54,7 @@ Runner add_trace(CLI::App& app) {
     eo.backend = DecodeBackend::Overlap;
     eo.overlap_streams = o->streams;
     eo.overlap_pdl_chain = o->pdl_chain;
-    eo.overlap_chain_counter_waits = o->chain.counter_waits();
-    eo.overlap_fold_norms = o->chain.folds_norms();
-    eo.overlap_fold_silu = o->chain.folds_silu();
-    eo.overlap_fold_rope = o->chain.folds_rope();
+    apply_chain_options(o->chain, eo);
     eo.overlap_trace_capacity = 1u << 20;
     ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
       print_progress("loading " + src.name, d, t);

@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+namespace megaops {
+struct ExecutorOptions;  // runtime/conventional.h
+}  // namespace megaops
+
 namespace megaops::cli {
 
 using Runner = std::function<int()>;
@@ -59,6 +63,8 @@ struct ChainOptions {
   bool folds_rope() const { return fold_rope == "on"; }
 };
 void add_chain_options(CLI::App& app, ChainOptions& o, const std::string& prefix);
+// Sets the chain's fields of eo (overlap_chain_counter_waits, overlap_fold_*) from o.
+void apply_chain_options(const ChainOptions& o, ExecutorOptions& eo);
 // Throws InputError naming the option (prefix + name) on a value outside its two.
 void check_chain_options(const ChainOptions& o, const std::string& prefix);
 

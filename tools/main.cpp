@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "runtime/conventional.h"
 #include "tp_launch.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
@@ -76,6 +77,13 @@ void add_chain_options(CLI::App& app, ChainOptions& o, const std::string& prefix
   app.add_option(prefix + "fold-rope", o.fold_rope,
                  "on (default) or off: the chain folds qkv_rope into the decode attention after "
                  "it (batches 1-2)");
+}
+
+void apply_chain_options(const ChainOptions& o, ExecutorOptions& eo) {
+  eo.overlap_chain_counter_waits = o.counter_waits();
+  eo.overlap_fold_norms = o.folds_norms();
+  eo.overlap_fold_silu = o.folds_silu();
+  eo.overlap_fold_rope = o.folds_rope();
 }
 
 void check_chain_options(const ChainOptions& o, const std::string& prefix) {

@@ -62,6 +62,14 @@ ExecutorOptions options(int batch, int max_seq, DecodeBackend backend) {
   return o;
 }
 
+// A test case's name: the preset, "_b" and the batch, then `suffix`, with '-' and '.' as '_'.
+std::string case_name(const std::string& preset, int batch, const std::string& suffix = "") {
+  std::string n = preset + "_b" + std::to_string(batch) + suffix;
+  for (char& ch : n)
+    if (ch == '-' || ch == '.') ch = '_';
+  return n;
+}
+
 // The overlap step as the PDL chain (W = 1) with its defaults (grid waits, folds), and what it is
 // held to: the conventional executor with PDL, whose matmul paths the chain takes. With `chain`
 // false, the multi-stream overlap step and the conventional executor without PDL.
@@ -153,12 +161,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-llama3", 12, true, 3}, Case{"tiny-llama3", 3, false},
                       Case{"tiny-qwen3", 3, false}),
     [](const auto& info) {
-      std::string n = info.param.preset + "_b" + std::to_string(info.param.batch) +
-                      (info.param.same_arithmetic ? "" : "_v0") +
-                      (info.param.chunks > 1 ? "_chunks" + std::to_string(info.param.chunks) : "");
-      for (char& ch : n)
-        if (ch == '-') ch = '_';
-      return n;
+      return case_name(
+          info.param.preset, info.param.batch,
+          std::string(info.param.same_arithmetic ? "" : "_v0") +
+              (info.param.chunks > 1 ? "_chunks" + std::to_string(info.param.chunks) : ""));
     });
 
 // Issue 3's correctness figure on the real shapes: the four presets at batch 1 and 32, a
@@ -200,12 +206,8 @@ INSTANTIATE_TEST_SUITE_P(FullSize, OverlapFullSize,
                                                               "llama3.1-8b", "qwen3-8b"),
                                             ::testing::Values(1, 32), ::testing::Bool()),
                          [](const auto& info) {
-                           std::string n = std::get<0>(info.param) + "_b" +
-                                           std::to_string(std::get<1>(info.param)) +
-                                           (std::get<2>(info.param) ? "_chain" : "");
-                           for (char& ch : n)
-                             if (ch == '-' || ch == '.') ch = '_';
-                           return n;
+                           return case_name(std::get<0>(info.param), std::get<1>(info.param),
+                                            std::get<2>(info.param) ? "_chain" : "");
                          });
 
 // The sequence that hung a candidate shared-memory split (bench/results/2026-11-30-s9-call3,
@@ -408,11 +410,7 @@ INSTANTIATE_TEST_SUITE_P(Chain, OverlapPdlChain,
                                            std::pair{"tiny-qwen3", 2}, std::pair{"tiny-qwen3", 3},
                                            std::pair{"tiny-qwen3", 12}),
                          [](const auto& info) {
-                           std::string n = std::string(info.param.first) + "_b" +
-                                           std::to_string(info.param.second);
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
+                           return case_name(info.param.first, info.param.second);
                          });
 
 // The chain takes one stream: overlap_pdl_chain with W > 1 is rejected, naming the option.
@@ -713,16 +711,13 @@ TEST(Overlap, PdlChainRopeFoldOverDecodeGraphPrefill) {
       }
       return t;
     };
-    ExecutorOptions co = options(2, 64, DecodeBackend::Conventional);
+    ExecutorOptions co = reference_options(2, 64, true);
     co.prefill_path = PrefillPath::DecodeGraph;
-    co.pdl = true;
     ConventionalExecutor conv(cfg, random_filler(seed), co);
     const Trace ref = run(conv);
     for (bool fold : {true, false}) {
-      ExecutorOptions o = options(2, 64, DecodeBackend::Overlap);
+      ExecutorOptions o = overlap_options(2, 64, true);
       o.prefill_path = PrefillPath::DecodeGraph;
-      o.overlap_streams = 1;
-      o.overlap_pdl_chain = true;
       o.overlap_fold_rope = fold;
       ConventionalExecutor chain(cfg, random_filler(seed), o);
       for (int round = 0; round < 2; ++round)
