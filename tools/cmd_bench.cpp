@@ -239,6 +239,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
                           {"overlap_chain_waits", o.chain.waits},
                           {"overlap_fold_norms", o.chain.folds_norms()},
                           {"overlap_fold_silu", o.chain.folds_silu()},
+                          {"overlap_silu_epilogue_min_inter", o.chain.silu_epilogue_min_inter()},
                           {"overlap_fold_rope", o.chain.folds_rope()},
                           {"overlap_arithmetic", o.overlap_v0 ? "v0" : "conventional"},
                           {"overlap_vendor_chunks", o.overlap_vendor_chunks},

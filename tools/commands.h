@@ -53,19 +53,25 @@ void add_model_run_options(CLI::App& app, ModelRunOptions& o);
 void check_model_run_options(const ModelRunOptions& o);
 
 // The PDL chain's options (ExecutorOptions::overlap_chain_counter_waits, overlap_fold_norms,
-// overlap_fold_silu, overlap_fold_rope), shared by bench and trace: `prefix` + "chain-waits"
-// grid|counter, + "fold-norms" on|off, + "fold-silu" on|off, + "fold-rope" on|off.
+// overlap_fold_silu, overlap_silu_epilogue_min_inter, overlap_fold_rope), shared by bench and
+// trace: `prefix` + "chain-waits" grid|counter, + "fold-norms" on|off, + "fold-silu"
+// auto|epilogue|on|off (epilogue: in gate_up's epilogue where that streams, else folded into
+// down; on: folded into down; auto: the epilogue where ExecutorOptions' default threshold on the
+// intermediate size says, else on), + "fold-rope" on|off.
 struct ChainOptions {
-  std::string waits = "grid", fold_norms = "on", fold_silu = "on", fold_rope = "on";
+  std::string waits = "grid", fold_norms = "on", fold_silu = "auto", fold_rope = "on";
   bool counter_waits() const { return waits == "counter"; }
   bool folds_norms() const { return fold_norms == "on"; }
-  bool folds_silu() const { return fold_silu == "on"; }
+  bool folds_silu() const { return fold_silu != "off"; }
+  // ExecutorOptions::overlap_silu_epilogue_min_inter for fold_silu (auto: its default).
+  int silu_epilogue_min_inter() const;
   bool folds_rope() const { return fold_rope == "on"; }
 };
 void add_chain_options(CLI::App& app, ChainOptions& o, const std::string& prefix);
-// Sets the chain's fields of eo (overlap_chain_counter_waits, overlap_fold_*) from o.
+// Sets the chain's fields of eo (overlap_chain_counter_waits, overlap_fold_*,
+// overlap_silu_epilogue_min_inter) from o.
 void apply_chain_options(const ChainOptions& o, ExecutorOptions& eo);
-// Throws InputError naming the option (prefix + name) on a value outside its two.
+// Throws InputError naming the option (prefix + name) on a value outside its choices.
 void check_chain_options(const ChainOptions& o, const std::string& prefix);
 
 // The current time as "YYYY-MM-DDTHH:MM:SSZ" (UTC), for result files.

@@ -72,31 +72,44 @@ void add_chain_options(CLI::App& app, ChainOptions& o, const std::string& prefix
                  "on (default) or off: the chain folds each norm into the streaming matmul "
                  "after it");
   app.add_option(prefix + "fold-silu", o.fold_silu,
-                 "on (default) or off: the chain folds SiLU·mul into the streaming down "
-                 "projection after it");
+                 "auto (default), epilogue, on or off: the chain computes SiLU·mul in the "
+                 "streaming gate_up projection before it (epilogue; auto: where the "
+                 "intermediate size is 8192 or more) or folds it into the streaming down "
+                 "projection after it (on; the rest of auto)");
   app.add_option(prefix + "fold-rope", o.fold_rope,
                  "on (default) or off: the chain folds qkv_rope into the decode attention after "
                  "it (batches 1-2)");
+}
+
+int ChainOptions::silu_epilogue_min_inter() const {
+  if (fold_silu == "auto") return ExecutorOptions{}.overlap_silu_epilogue_min_inter;
+  return fold_silu == "epilogue" ? 0 : -1;
 }
 
 void apply_chain_options(const ChainOptions& o, ExecutorOptions& eo) {
   eo.overlap_chain_counter_waits = o.counter_waits();
   eo.overlap_fold_norms = o.folds_norms();
   eo.overlap_fold_silu = o.folds_silu();
+  eo.overlap_silu_epilogue_min_inter = o.silu_epilogue_min_inter();
   eo.overlap_fold_rope = o.folds_rope();
 }
 
 void check_chain_options(const ChainOptions& o, const std::string& prefix) {
-  auto check = [&](const std::string& name, const std::string& value, const char* a,
-                   const char* b) {
-    if (value != a && value != b)
-      throw_input_error(prefix + name, "",
-                        std::string("expected ") + a + " or " + b + ", found '" + value + "'");
+  auto check = [&](const std::string& name, const std::string& value,
+                   std::initializer_list<const char*> choices) {
+    std::string expected;
+    size_t i = 0;
+    for (const char* c : choices) {
+      if (value == c) return;
+      expected += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + std::string(c);
+      ++i;
+    }
+    throw_input_error(prefix + name, "", "expected " + expected + ", found '" + value + "'");
   };
-  check("chain-waits", o.waits, "grid", "counter");
-  check("fold-norms", o.fold_norms, "on", "off");
-  check("fold-silu", o.fold_silu, "on", "off");
-  check("fold-rope", o.fold_rope, "on", "off");
+  check("chain-waits", o.waits, {"grid", "counter"});
+  check("fold-norms", o.fold_norms, {"on", "off"});
+  check("fold-silu", o.fold_silu, {"auto", "epilogue", "on", "off"});
+  check("fold-rope", o.fold_rope, {"on", "off"});
 }
 
 std::string utc_now() {

@@ -23,4 +23,21 @@ struct SiluMulFold {
   __host__ __device__ bool on() const { return gate_up != nullptr; }
 };
 
+// The SwiGLU activation applied by the matmul that produces gate|up (the MLP's gate_up
+// projection), in its epilogue, instead of by silu_mul after it or by the down projection's
+// prologue (SiluMulFold): with w = [gate rows (inter); up rows (inter)] and y the fp32 product,
+//   out[b, i] = bf16(silu(y[b, i]) * y[b, inter + i]),   i < inter
+// with silu_mul's arithmetic (kernels/silu_mul_row.cuh) on the same fp32 values, so the step
+// computes the same bits; y itself is not written. The bulk streaming matmul only: a row block
+// of its CTA takes gate rows 4j .. 4j + 3 and up rows inter + 4j .. inter + 4j + 3 (its rows are
+// copied one by one, so the weights keep their layout), and the row sums of a pair meet in one
+// warp. inter % 4 == 0.
+struct SiluMulEpilogue {
+  bf16* out = nullptr;  // [m, inter], row stride ld; null = off
+  int64_t ld = 0;
+  int inter = 0;
+
+  __host__ __device__ bool on() const { return out != nullptr; }
+};
+
 }  // namespace megaops

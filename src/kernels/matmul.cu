@@ -299,9 +299,10 @@ bool is_aligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
-// True when p asks for a fold (a norm or the SwiGLU computing x in the matmul's prologue).
+// True when p asks for a fold (a norm or the SwiGLU computing x in the matmul's prologue) or the
+// SwiGLU epilogue: what only the streaming kernel's bulk version runs.
 bool folds(const MatmulParams& p) {
-  return p.fold.on() || p.silu_fold.on();
+  return p.fold.on() || p.silu_fold.on() || p.silu_out.on();
 }
 
 // True when the [m, k] fp32 buffers at a and b share a byte (b may be null).
@@ -331,10 +332,17 @@ cudaError_t validate_fold(const MatmulParams& p) {
 // with a folded norm or SwiGLU its buffers instead of x (which is then not read): gate_up's rows
 // are 16-byte aligned with it (float4 loads; row stride 2k, k % 8 == 0). One fold at most.
 cudaError_t validate(const MatmulParams& p) {
-  if (p.w == nullptr || p.y == nullptr) return cudaErrorInvalidValue;
+  if (p.w == nullptr || (p.y == nullptr && !p.silu_out.on())) return cudaErrorInvalidValue;
   if (p.m < 1 || p.n < 1 || p.k < 8 || p.k % 8 != 0 || p.ldy < p.n) return cudaErrorInvalidValue;
   if (p.y_dtype != DType::BF16 && p.y_dtype != DType::F32) return cudaErrorInvalidValue;
   if (!is_aligned(p.w, 16) || !is_aligned(p.y, dtype_size(p.y_dtype))) return cudaErrorInvalidValue;
+  if (p.silu_out.on()) {  // gate rows then up rows, pairs of four in a row block
+    const SiluMulEpilogue& e = p.silu_out;
+    if (p.silu_fold.on() || e.inter < 4 || e.inter % 4 != 0 ||
+        static_cast<int64_t>(p.n) != 2 * static_cast<int64_t>(e.inter) || e.ld < e.inter ||
+        !is_aligned(e.out, 2))
+      return cudaErrorInvalidValue;
+  }
   if (p.fold.on() && p.silu_fold.on()) return cudaErrorInvalidValue;
   if (p.fold.on()) return validate_fold(p);
   if (p.silu_fold.on())
@@ -591,8 +599,8 @@ cudaError_t stream_dispatch(const MatmulParams& p, int stages, bool bulk,
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
   if (p.max_ctas < 0) return cudaErrorInvalidValue;
   const StreamMatmulArgs a{
-      p.x,    p.ldx,  p.w,        p.y, p.ldy, p.m, p.n, p.k, p.y_dtype == DType::F32,
-      p.sync, p.fold, p.silu_fold};
+      p.x,    p.ldx,  p.w,         p.y,       p.ldy, p.m, p.n, p.k, p.y_dtype == DType::F32,
+      p.sync, p.fold, p.silu_fold, p.silu_out};
   return launch_matmul_stream(a, p.max_ctas, stages, p.launch, footprint, bulk);
 }
 

@@ -51,6 +51,13 @@ struct MatmulParams {
   // others return cudaErrorNotSupported). Needs a 16-byte aligned gate_up, and at most one of
   // fold and silu_fold on (else cudaErrorInvalidValue).
   SiluMulFold silu_fold;
+  // The SwiGLU applied in this matmul's epilogue (kernels/act_fold.cuh): with silu_out.on(), n =
+  // 2 * silu_out.inter (gate rows, then up rows), y is not written (may be null) and
+  // silu_out.out[b, i] = bf16(silu(y[b, i]) * y[b, inter + i]) with y the fp32 product, silu_mul's
+  // arithmetic (the same bits as the matmul into fp32 y, then silu_mul). The bulk streaming
+  // kernel only, as the folds; inter % 4 == 0, ld >= inter, 2-byte aligned out, and not with
+  // silu_fold (else cudaErrorInvalidValue).
+  SiluMulEpilogue silu_out;
   LaunchOptions launch;
 };
 
@@ -96,9 +103,9 @@ class MatmulContext {
   // Dispatches on the shape; returns the launch status. Invalid shapes give
   // cudaErrorInvalidValue.
   cudaError_t run(const MatmulParams& p);
-  // The path run(p) takes. With p.fold or p.silu_fold on: the streaming kernel where its bulk
-  // version can run (stream_bulk() and matmul_stream_fits), else the rule's path (which refuses the
-  // fold).
+  // The path run(p) takes. With p.fold, p.silu_fold or p.silu_out on: the streaming kernel where
+  // its bulk version can run (stream_bulk() and matmul_stream_fits), else the rule's path (which
+  // refuses the fold).
   MatmulPath path(const MatmulParams& p) const;
 
   // Forces a path (tests and benchmarks). run_stream needs m <= 2 and a k whose x fits its

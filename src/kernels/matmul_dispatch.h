@@ -99,6 +99,30 @@ constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP_PDL_N_MAX = 16384;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_N_MAX = 2048;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_K_MAX = 8192;
 
+// CTAs an SM of the bulk streaming kernel, of the `fit` that fit by registers and shared memory
+// (three at m = 1 since 7c092d2: 72 registers, x as bf16): at most
+// MATMUL_STREAM_LONG_K_CTAS_PER_SM for rows of k >= MATMUL_STREAM_LONG_K in a matrix of n <=
+// MATMUL_STREAM_LONG_K_N_MAX rows (the 8B presets' QKV, O and down). Measured
+// (bench/results/2026-11-30-s18-call2, -call3, one H200, rows alternated, batch 1, ms/token,
+// conventional + PDL / chain): llama3.1-8b (QKV and O, k = 4096) 4.346-4.356 / 4.279-4.300 at two
+// against 4.404-4.418 / 4.339-4.354 at three; qwen3-8b 4.614-4.627 / 4.441-4.458 against
+// 4.605-4.620 / 4.501-4.513 (again in 2026-11-30-s19-call2: 4.343 / 4.283 against 4.416 / 4.350,
+// 4.621 / 4.453 against 4.607 / 4.505); llama3.2-1b's k = 2048 launches want three (its gate_up
+// at two: chain 0.891-0.893 against 0.841-0.844; its down, k = 8192, has 256 row blocks: the same
+// grid either way). The long matrices want three: the 8B's gate_up (28672 x 4096) at two took 74.1
+// us standalone against 58.8 at three, its LM head 325.6 against 254.9 (s19-call2 bench-matmul),
+// and in the chain with the MLP streaming llama3.1-8b 4.672 against 4.311 ms. Why two suit the
+// shorter ones was not measured (perf-notes item 38).
+constexpr int64_t MATMUL_STREAM_LONG_K = 4096;
+constexpr int64_t MATMUL_STREAM_LONG_K_N_MAX = 8192;
+constexpr int MATMUL_STREAM_LONG_K_CTAS_PER_SM = 2;
+constexpr int matmul_stream_ctas_per_sm(int fit, int64_t n, int64_t k) {
+  return k >= MATMUL_STREAM_LONG_K && n <= MATMUL_STREAM_LONG_K_N_MAX &&
+                 fit > MATMUL_STREAM_LONG_K_CTAS_PER_SM
+             ? MATMUL_STREAM_LONG_K_CTAS_PER_SM
+             : fit;
+}
+
 // The default dispatch (no MEGAOPS_* override) of y[m, n] = x[m, k] * w[n, k]^T, launched with
 // PDL or not, on a GPU that runs the streaming kernel's bulk version (`bulk`; the planner's H200
 // model does) or not: small-m, the streaming kernel (above) or cuBLASLt.

@@ -331,15 +331,24 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t b
 
 // The bulk copies of one stage into its slot, completing on the slot's full barrier. Rows past n
 // are not copied (their sums are never stored); k past its end is not copied either, and the
-// consumers skip those chunks (the slot holds stale bytes there).
+// consumers skip those chunks (the slot holds stale bytes there). With the SwiGLU epilogue
+// (a.silu_out) row block rb holds gate rows 4 rb .. 4 rb + 3 and the up rows inter + 4 rb ..
+// inter + 4 rb + 3 that pair with them (n = 2 inter, inter % 4 == 0: every block is whole); EPI
+// is whether a.silu_out is on.
+template <bool EPI>
 __device__ __forceinline__ void bulk_issue_stage(const StreamMatmulArgs& a, bf16* slot_base,
                                                  uint64_t* full, int rb, int ks) {
   const int row0 = rb * ST_ROWS, k0 = ks * ST_KC;
   const int rows = min(ST_ROWS, a.n - row0);
   const uint32_t bytes = static_cast<uint32_t>(min(ST_KC, a.k - k0)) * 2u;
   mbar_expect_tx(full, bytes * static_cast<uint32_t>(rows));
-  for (int r = 0; r < rows; ++r)
-    bulk_copy(slot_base + r * ST_KC, a.w + static_cast<int64_t>(row0 + r) * a.k + k0, bytes, full);
+  for (int r = 0; r < rows; ++r) {
+    const int64_t wrow = !EPI ? row0 + r
+                         : r < ST_ROWS / 2
+                             ? (ST_ROWS / 2) * rb + r
+                             : static_cast<int64_t>(a.silu_out.inter) + 4 * rb + (r - ST_ROWS / 2);
+    bulk_copy(slot_base + r * ST_KC, a.w + wrow * a.k + k0, bytes, full);
+  }
 }
 
 // Vectors (8 elements) of r that an owner thread of bulk_fold_x keeps in registers between the
@@ -508,7 +517,9 @@ __device__ __forceinline__ uint64_t ring_delay_site(int t, int warp) {
 // register file then holds a CTA of the next launch beside two of this one, so in the PDL chain
 // the 1B's down projection becomes resident while gate_up's CTAs finish (perf-notes item 38:
 // llama3.2-1b's chain 0.878 -> 0.849 ms a token). m = 2 needs 104 registers: one bound of 1.
-template <int M, typename OutT>
+// EPI: the SwiGLU epilogue (a.silu_out on; launched only then, with OutT float): a template
+// argument so that the kernel without it is the code the conventional step measured before it.
+template <int M, typename OutT, bool EPI = false>
 __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
     matmul_stream_bulk_kernel(StreamMatmulArgs a, int stages) {
 #ifdef MEGAOPS_STREAM_BULK
@@ -542,7 +553,7 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
   int p_rb = rb0, p_ks = 0, p_t = 0;
   auto produce = [&]() {
     const int slot = p_t % stages;
-    bulk_issue_stage(a, ring + slot * ST_STAGE_ELEMS, &full[slot], p_rb, p_ks);
+    bulk_issue_stage<EPI>(a, ring + slot * ST_STAGE_ELEMS, &full[slot], p_rb, p_ks);
     if (++p_ks == kstages) {
       p_ks = 0;
       ++p_rb;
@@ -653,13 +664,28 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
           }
         // The consumer warps only (the producer may still be waiting for a slot).
         asm volatile("bar.sync 1, %0;" ::"n"(BK_WARPS * 32) : "memory");
-        if (warp == 0 && lane < M * ST_ROWS) {
+        if (!EPI && warp == 0 && lane < M * ST_ROWS) {
           const int b = lane / ST_ROWS, r = lane % ST_ROWS;
           float v = 0.f;
 #pragma unroll
           for (int w = 0; w < BK_WARPS; ++w) v += rbuf[(w * M + b) * ST_ROWS + r];
           const int row = rb * ST_ROWS + r;
           if (b < a.m && row < a.n) store_y(y + static_cast<int64_t>(b) * a.ldy + row, v);
+        }
+        if (EPI && warp == 0) {
+          const int b = lane / ST_ROWS, r = lane % ST_ROWS;
+          const bool mine = lane < M * ST_ROWS;
+          float v = 0.f;
+          if (mine) {
+#pragma unroll
+            for (int w = 0; w < BK_WARPS; ++w) v += rbuf[(w * M + b) * ST_ROWS + r];
+          }
+          // Gate row r < 4 of the block and its up row, r + 4, meet in this warp: silu_mul's
+          // arithmetic on the two fp32 sums (the low half of silu_mul2; the high half is unused).
+          const float u = __shfl_down_sync(0xffffffffu, v, ST_ROWS / 2);
+          if (mine && r < ST_ROWS / 2 && b < a.m)
+            a.silu_out.out[static_cast<int64_t>(b) * a.silu_out.ld + (ST_ROWS / 2) * rb + r] =
+                __low2bfloat16(silu_mul2(make_float2(v, 0.f), make_float2(u, 0.f)));
         }
         buf ^= 1;  // the next writer of this buffer comes after the next barrier
         ++rb;
@@ -693,11 +719,13 @@ cudaError_t dynamic_smem_room(Kernel kernel, int* room, int* sm_count) {
 
 // Launches (or describes) one of the streaming kernels with `threads` per CTA and shared memory of
 // `fixed` bytes plus `per_stage` per ring slot: as many slots as asked for (0: `default_stages`)
-// within what the GPU's shared memory holds, one CTA per row block up to what fits on the GPU.
+// within what the GPU's shared memory holds, one CTA per row block up to what fits on the GPU
+// (for the bulk version, `bulk_rule`, fewer an SM for long rows: matmul_stream_ctas_per_sm).
 template <typename Kernel>
 cudaError_t launch_streaming(Kernel kernel, int threads, int64_t fixed, int64_t per_stage,
                              int default_stages, const StreamMatmulArgs& a, int max_ctas,
-                             int stages, const LaunchOptions& opt, KernelFootprint* footprint) {
+                             int stages, const LaunchOptions& opt, KernelFootprint* footprint,
+                             bool bulk_rule) {
   int dyn_room = 0, sm_count = 0;
   if (const cudaError_t err = dynamic_smem_room(kernel, &dyn_room, &sm_count); err != cudaSuccess)
     return err;
@@ -712,6 +740,7 @@ cudaError_t launch_streaming(Kernel kernel, int threads, int64_t fixed, int64_t 
       err != cudaSuccess)
     return err;
   if (per_sm < 1) return cudaErrorInvalidValue;  // preload_matmul_stream() not called
+  if (bulk_rule) per_sm = matmul_stream_ctas_per_sm(per_sm, a.n, a.k);
   const int row_blocks = (a.n + ST_ROWS - 1) / ST_ROWS;
   int grid = std::min(row_blocks, sm_count * per_sm);
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
@@ -724,12 +753,17 @@ cudaError_t launch_stream_m(const StreamMatmulArgs& a, int max_ctas, int stages,
                             const LaunchOptions& opt, KernelFootprint* footprint, bool bulk) {
   const int64_t kpad = (static_cast<int64_t>(a.k) + ST_KC - 1) / ST_KC * ST_KC;
   const int64_t x_bytes = M * kpad * 4;  // the ring version's x: fp32
-  if (bulk)                              // x (bf16), the row partials; a slot and its two mbarriers
-    return launch_streaming(matmul_stream_bulk_kernel<M, OutT>, BK_THREADS,
-                            M * kpad * 2 + BK_RED_FLOATS * 4, ST_STAGE_BYTES + 2 * 8,
-                            BK_DEFAULT_STAGES, a, max_ctas, stages, opt, footprint);
+  // x (bf16), the row partials; a slot and its two mbarriers
+  const int64_t bulk_fixed = M * kpad * 2 + BK_RED_FLOATS * 4, bulk_stage = ST_STAGE_BYTES + 2 * 8;
+  if (bulk && a.silu_out.on())  // y is not written: one instantiation
+    return launch_streaming(matmul_stream_bulk_kernel<M, float, true>, BK_THREADS, bulk_fixed,
+                            bulk_stage, BK_DEFAULT_STAGES, a, max_ctas, stages, opt, footprint,
+                            true);
+  if (bulk)
+    return launch_streaming(matmul_stream_bulk_kernel<M, OutT>, BK_THREADS, bulk_fixed, bulk_stage,
+                            BK_DEFAULT_STAGES, a, max_ctas, stages, opt, footprint, true);
   return launch_streaming(matmul_stream_kernel<M, OutT>, ST_THREADS, x_bytes, ST_STAGE_BYTES,
-                          ST_DEFAULT_STAGES, a, max_ctas, stages, opt, footprint);
+                          ST_DEFAULT_STAGES, a, max_ctas, stages, opt, footprint, false);
 }
 
 template <typename OutT>
@@ -761,7 +795,10 @@ cudaError_t launch_matmul_stream(const StreamMatmulArgs& a, int max_ctas, int st
   if (!matmul_stream_fits(a.m, a.k)) return cudaErrorInvalidValue;
   if (bulk && !matmul_stream_bulk_supported()) return cudaErrorNotSupported;
   if (a.fold.on() && a.silu_fold.on()) return cudaErrorInvalidValue;  // one fold at most
-  if ((a.fold.on() || a.silu_fold.on()) && !bulk)
+  if (a.silu_out.on() && (a.silu_fold.on() || a.silu_out.inter % 4 != 0 ||
+                          static_cast<int64_t>(a.n) != 2 * static_cast<int64_t>(a.silu_out.inter)))
+    return cudaErrorInvalidValue;  // gate and up rows pair up four to a row block
+  if ((a.fold.on() || a.silu_fold.on() || a.silu_out.on()) && !bulk)
     return cudaErrorNotSupported;  // the ring version does not fold
   return a.y_f32 ? launch_stream_out<float>(a, max_ctas, stages, opt, footprint, bulk)
                  : launch_stream_out<bf16>(a, max_ctas, stages, opt, footprint, bulk);
@@ -777,7 +814,9 @@ cudaError_t preload_matmul_stream() {
   for (cudaError_t err : {preload_stream_kernel(matmul_stream_bulk_kernel<1, float>),
                           preload_stream_kernel(matmul_stream_bulk_kernel<2, float>),
                           preload_stream_kernel(matmul_stream_bulk_kernel<1, bf16>),
-                          preload_stream_kernel(matmul_stream_bulk_kernel<2, bf16>)})
+                          preload_stream_kernel(matmul_stream_bulk_kernel<2, bf16>),
+                          preload_stream_kernel(matmul_stream_bulk_kernel<1, float, true>),
+                          preload_stream_kernel(matmul_stream_bulk_kernel<2, float, true>)})
     if (err != cudaSuccess) return err;
   return cudaSuccess;
 }

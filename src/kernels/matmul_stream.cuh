@@ -32,6 +32,9 @@ struct StreamMatmulArgs {
   // stride 2k), with silu_mul's arithmetic (kernels/act_fold.cuh). Bulk version only; at most one
   // of fold and silu_fold.
   SiluMulFold silu_fold;
+  // On (silu_out.on()): y is not written; the epilogue writes bf16(silu(gate) * up) of the fp32
+  // row sums (kernels/act_fold.cuh). Bulk version only; n = 2 * silu_out.inter.
+  SiluMulEpilogue silu_out;
 };
 
 // Launches (footprint == null) or describes the launch (footprint set). The caller has validated

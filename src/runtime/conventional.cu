@@ -795,10 +795,12 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   const bool chain = opt.overlap_pdl_chain;
   auto matmul_op = [&](const bf16* x, const bf16* w, float* y, int n, int k,
                        const NormFold& fold = NormFold{},
-                       const SiluMulFold& silu_fold = SiluMulFold{}) {
+                       const SiluMulFold& silu_fold = SiluMulFold{},
+                       const SiluMulEpilogue& silu_out = SiluMulEpilogue{}) {
     MatmulParams p = matmul_params(x, w, y, DType::F32, b, n, k);
     p.fold = fold;
     p.silu_fold = silu_fold;
+    p.silu_out = silu_out;
     // The conventional step's path (the chain's launches are PDL ones: the path of the
     // conventional step with PDL), or with the v0 arithmetic always the small-m kernel.
     p.launch.pdl = chain;
@@ -891,19 +893,35 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   // ExecutorOptions::overlap_fold_norms, where the matmul runs on the bulk streaming kernel
   // (the only one that folds, kernels/norm_fold.cuh), the norm becomes a placeholder op that
   // launches nothing and the matmul computes it in its prologue, bit for bit.
+  // `silu_out`: the SwiGLU in the matmul's epilogue (silu_gate_up below decides).
   auto norm_matmul_op = [&](const float* delta_in, const bf16* ln, bf16* normed, const bf16* w,
-                            float* y, int n) {
+                            float* y, int n, const SiluMulEpilogue& silu_out = SiluMulEpilogue{}) {
     // resid_alt exists exactly when the chain folds norms (setup_overlap).
     if (st.resid_alt == nullptr || !folds_into(normed, w, y, n, h)) {
       norm_op(delta_in, ln, normed);
-      matmul_op(normed, w, y, n, h);
+      matmul_op(normed, w, y, n, h, NormFold{}, SiluMulFold{}, silu_out);
       return;
     }
     add_folded();
     float* next = resid == st.resid ? st.resid_alt : st.resid;
     matmul_op(nullptr, w, y, n, h,
-              norm_fold(add_rmsnorm_params(resid, delta_in, ln, nullptr, b), next));
+              norm_fold(add_rmsnorm_params(resid, delta_in, ln, nullptr, b), next), SiluMulFold{},
+              silu_out);
     resid = next;
+  };
+  // In the chain with ExecutorOptions::overlap_silu_epilogue_min_inter, where gate_up runs on the
+  // bulk streaming kernel: the SwiGLU in its epilogue, writing act (kernels/act_fold.cuh); else
+  // off.
+  auto silu_gate_up = [&](const bf16* normed, const bf16* w, float* gu, bf16* act) {
+    SiluMulEpilogue e;
+    const int min_inter = opt.overlap_silu_epilogue_min_inter;
+    if (min_inter >= 0 && inter >= min_inter && inter % 4 == 0 &&
+        folds_into(normed, w, gu, 2 * inter, h)) {
+      e.out = act;
+      e.ld = inter;
+      e.inter = inter;
+    }
+    return e;
   };
 
   auto silu_op = [&](const float* gu, bf16* act) {
@@ -918,7 +936,14 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   // where down runs on the bulk streaming kernel, SiLU·mul becomes a placeholder and down
   // computes the activation from the gate|up rows in its prologue (kernels/act_fold.cuh), bit
   // for bit.
-  auto silu_down_op = [&](const float* gu, bf16* act, const bf16* w, float* y) {
+  // `in_epilogue`: gate_up's epilogue wrote act (silu_gate_up): SiLU·mul's op launches nothing.
+  auto silu_down_op = [&](const float* gu, bf16* act, const bf16* w, float* y,
+                          bool in_epilogue = false) {
+    if (in_epilogue) {
+      add_folded();
+      matmul_op(act, w, y, h, inter);
+      return;
+    }
     if (!opt.overlap_fold_silu || !folds_into(act, w, y, h, inter)) {
       silu_op(gu, act);
       matmul_op(act, w, y, h, inter);
@@ -969,8 +994,9 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       // The conventional step's launches (rope_attention_op).
       rope_attention_op(W, A);
       matmul_op(A.attn, W.wo, A.o, h, qd);
-      norm_matmul_op(A.o, W.ln2, A.n2, W.wgu, A.gu, 2 * inter);
-      silu_down_op(A.gu, A.act, W.wdown, A.down);
+      const SiluMulEpilogue silu_out = silu_gate_up(A.n2, W.wgu, A.gu, A.act);
+      norm_matmul_op(A.o, W.ln2, A.n2, W.wgu, A.gu, 2 * inter, silu_out);
+      silu_down_op(A.gu, A.act, W.wdown, A.down, silu_out.on());
       continue;
     }
     add_capped(qkv_rope_params(W, A.qkv, A.q, dec_pos, dec_slots, b), qkv_rope_footprint,

@@ -98,6 +98,18 @@ struct ExecutorOptions {
   // In the chain, SiLU·mul folded into the down projection after it where that runs on the bulk
   // streaming kernel (kernels/act_fold.cuh): SiLU·mul's op launches nothing. Same bits.
   bool overlap_fold_silu = true;
+  // In the chain, SiLU·mul computed in the epilogue of the gate_up projection before it where
+  // that runs on the bulk streaming kernel and the intermediate size is at least this (0:
+  // wherever gate_up streams; negative: never) (kernels/act_fold.cuh SiluMulEpilogue: the kernel
+  // pairs gate and up rows and writes the bf16 activation instead of gate|up): SiLU·mul's op
+  // launches nothing and the down projection reads the activation as usual. Takes precedence
+  // over overlap_fold_silu there. Same bits. Folded into down instead, every down CTA reads the
+  // whole fp32 gate|up row, 8 * inter bytes; the default 8192 takes the epilogue where that is 64
+  // KB or more. Measured (bench/results/2026-11-30-s19-call2 .. -call4, one H200, batch 1,
+  // ms/token, chain with the epilogue against the fold into down): llama3.2-1b (inter 8192)
+  // 0.814-0.825 against 0.840-0.845 in every call; qwen3-0.6b (inter 3072, 24 KB) 0.754-0.766
+  // against 0.754-0.761, level in two calls and 1.5% slower in the third.
+  int overlap_silu_epilogue_min_inter = 8192;
   // In the chain, qkv_rope folded into the decode attention after it where that runs the
   // per-query-head kernel (batches 1-2 of every preset; kernels/rope_fold.cuh): attention forms
   // q and the newest k / v rows from the qkv rows and writes those rows to the cache; qkv_rope's

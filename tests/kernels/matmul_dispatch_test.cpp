@@ -68,5 +68,24 @@ TEST(MatmulDispatch, OneBGateUpStreamsUnderPdl) {
   EXPECT_EQ(matmul_dispatch_path(2, 16384, 2048, true), MatmulPath::CublasLt);
 }
 
+// The bulk streaming kernel's CTAs an SM: what fits, but two at most for rows of 4096 and more in
+// matrices of at most 8192 rows.
+TEST(MatmulDispatch, LongRowsStreamWithTwoCtasAnSm) {
+  EXPECT_EQ(matmul_stream_ctas_per_sm(3, 3072, 2048), 3);   // llama3.2-1b QKV
+  EXPECT_EQ(matmul_stream_ctas_per_sm(3, 16384, 2048), 3);  // its gate_up
+  EXPECT_EQ(matmul_stream_ctas_per_sm(3, 4096, 4095), 3);
+  EXPECT_EQ(matmul_stream_ctas_per_sm(3, 6144, 4096), 2);   // the 8B presets' QKV
+  EXPECT_EQ(matmul_stream_ctas_per_sm(3, 4096, 4096), 2);   // their O
+  EXPECT_EQ(matmul_stream_ctas_per_sm(3, 2048, 8192), 2);   // llama3.2-1b down
+  EXPECT_EQ(matmul_stream_ctas_per_sm(3, 4096, 14336), 2);  // llama3.1-8b down
+  EXPECT_EQ(matmul_stream_ctas_per_sm(3, 8192, 4096), 2);
+  EXPECT_EQ(matmul_stream_ctas_per_sm(3, 8193, 4096), 3);
+  EXPECT_EQ(matmul_stream_ctas_per_sm(3, 28672, 4096), 3);   // llama3.1-8b gate_up
+  EXPECT_EQ(matmul_stream_ctas_per_sm(3, 128256, 4096), 3);  // its LM head
+  EXPECT_EQ(matmul_stream_ctas_per_sm(2, 4096, 14336), 2);   // what fits stays the bound below two
+  EXPECT_EQ(matmul_stream_ctas_per_sm(1, 4096, 14336), 1);
+  EXPECT_EQ(matmul_stream_ctas_per_sm(1, 1024, 1024), 1);
+}
+
 }  // namespace
 }  // namespace megaops

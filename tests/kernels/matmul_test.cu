@@ -575,6 +575,16 @@ TEST(MatmulTest, NormFoldRejectedOffTheBulkKernel) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+// silu_mul on m rows of fp32 gate|up (gate then up, inter each) into bf16 out [m, inter].
+cudaError_t launch_silu_mul_f32(const float* gate_up, void* out, int m, int inter) {
+  SiluMulParams sp;
+  sp.gate_up_f32 = gate_up;
+  sp.out = reinterpret_cast<bf16*>(out);
+  sp.m = m;
+  sp.inter = inter;
+  return launch_silu_mul(sp);
+}
+
 // One folded-SwiGLU case (kernels/act_fold.cuh) on the bulk streaming kernel: (a) silu_mul on the
 // fp32 gate|up rows, then the matmul on its bf16 output; (b) the same matmul with the activation
 // folded in, reading gate|up itself. The fold promises silu_mul's arithmetic, so y must equal (a)'s
@@ -610,12 +620,7 @@ void check_silu_fold(MatmulContext& ctx, int m, int n, int k, DType y_dtype, boo
   act_dev.poison();
   Output y_act(y_dtype, m, n), y_fold(y_dtype, m, n);
 
-  SiluMulParams sp;
-  sp.gate_up_f32 = gate_up_dev.ptr;
-  sp.out = reinterpret_cast<bf16*>(act_dev.ptr);
-  sp.m = m;
-  sp.inter = k;
-  ASSERT_EQ(launch_silu_mul(sp), cudaSuccess);
+  ASSERT_EQ(launch_silu_mul_f32(gate_up_dev.ptr, act_dev.ptr, m, k), cudaSuccess);
   std::vector<float> act(mk);
   for (int b = 0; b < m; ++b) {
     const float* row = gate_up.data() + size_t(b) * 2 * k;
@@ -720,6 +725,170 @@ TEST(MatmulTest, SiluFoldRejectedOffTheBulkKernel) {
   EXPECT_EQ(launch_matmul_stream(a, 0, 0, LaunchOptions{}, &fp, false), cudaErrorInvalidValue);
   if (bulk) {
     EXPECT_EQ(launch_matmul_stream(a, 0, 0, LaunchOptions{}, &fp, true), cudaErrorInvalidValue);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// The SwiGLU in the bulk streaming kernel's epilogue (MatmulParams::silu_out) against the same
+// kernel into fp32 gate|up followed by silu_mul: bit for bit, and near the CPU oracle. x given or
+// formed by a folded norm in the same launch (the chain's gate_up); act poisoned, with a row
+// stride past inter whose gap must keep its poison; the kernel writes nothing to y.
+void check_silu_epilogue(MatmulContext& ctx, int m, int inter, int k, bool norm_fold, bool pdl,
+                         std::mt19937_64& rng) {
+  SCOPED_TRACE("m=" + std::to_string(m) + " inter=" + std::to_string(inter) +
+               " k=" + std::to_string(k) + " norm fold=" + std::to_string(norm_fold) +
+               " pdl=" + std::to_string(pdl));
+  const int n = 2 * inter;
+  const int64_t ld = inter + 8;
+  std::vector<float> x = random_floats(size_t(m) * k, -1.f, 1.f, rng);
+  round_to_bf16(x.data(), x.size());
+  std::vector<float> w = random_floats(size_t(n) * k, -0.2f, 0.2f, rng);
+  round_to_bf16(w.data(), w.size());
+  std::vector<float> gain = random_floats(k, 0.5f, 1.5f, rng);
+  round_to_bf16(gain.data(), gain.size());
+  DeviceBuffer<uint16_t> x_dev(x.size()), w_dev(w.size()), gain_dev(k);
+  DeviceBuffer<float> res_dev(x.size()), y_dev(size_t(m) * n);
+  DeviceBuffer<uint16_t> act(size_t(m) * ld);
+  x_dev.upload(to_bf16_bits(x));
+  w_dev.upload(to_bf16_bits(w));
+  gain_dev.upload(to_bf16_bits(gain));
+  res_dev.upload(x);  // with the norm fold, x = norm(residual) * gain
+  y_dev.poison();
+  act.poison();
+
+  MatmulParams p =
+      matmul_params(reinterpret_cast<const bf16*>(x_dev.ptr),
+                    reinterpret_cast<const bf16*>(w_dev.ptr), y_dev.ptr, DType::F32, m, n, k);
+  p.launch.pdl = pdl;
+  if (norm_fold) {
+    p.x = nullptr;
+    p.ldx = 0;
+    p.fold.residual = res_dev.ptr;
+    p.fold.weight = reinterpret_cast<const bf16*>(gain_dev.ptr);
+  }
+  ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> y_before = y_dev.download();
+  // silu_mul takes inter % 8 == 0: gate and up padded with zeros to that width, the pad dropped.
+  const int inter8 = (inter + 7) / 8 * 8;
+  std::vector<float> gate_up8(size_t(m) * 2 * inter8, 0.0f);
+  for (int b = 0; b < m; ++b)
+    for (int i = 0; i < inter; ++i) {
+      gate_up8[size_t(b) * 2 * inter8 + i] = y_before[size_t(b) * n + i];
+      gate_up8[size_t(b) * 2 * inter8 + inter8 + i] = y_before[size_t(b) * n + inter + i];
+    }
+  DeviceBuffer<float> gate_up8_dev(gate_up8.size());
+  DeviceBuffer<uint16_t> act8(size_t(m) * inter8);
+  gate_up8_dev.upload(gate_up8);
+  act8.poison();
+  ASSERT_EQ(launch_silu_mul_f32(gate_up8_dev.ptr, act8.ptr, m, inter8), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> act8_host = act8.download();
+  std::vector<uint16_t> want(size_t(m) * inter);
+  for (int b = 0; b < m; ++b)
+    for (int i = 0; i < inter; ++i) want[size_t(b) * inter + i] = act8_host[size_t(b) * inter8 + i];
+
+  MatmulParams q = p;  // y stays set: the epilogue must not write it
+  q.silu_out.out = reinterpret_cast<bf16*>(act.ptr);
+  q.silu_out.ld = ld;
+  q.silu_out.inter = inter;
+  EXPECT_EQ(ctx.path(q), MatmulPath::Stream);
+  ASSERT_EQ(ctx.run_stream(q), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> got = act.download();
+  EXPECT_EQ(first_bit_difference(y_dev.download(), y_before), -1) << "the epilogue wrote y";
+
+  // The CPU oracle: x (or the normed residual, rounded to bf16 as the kernel rounds it) . w^T,
+  // then silu(g) * u; a wrong pairing or row is off by O(1), rounding by far less.
+  std::vector<float> xin = x;
+  if (norm_fold) {
+    ref::rmsnorm(x.data(), gain.data(), xin.data(), m, k, 1e-5f);
+    round_to_bf16(xin.data(), xin.size());
+  }
+  std::vector<float> y_cpu(size_t(m) * n), oracle(size_t(m) * inter);
+  ref::matmul(xin.data(), w.data(), y_cpu.data(), m, k, n);
+  for (int b = 0; b < m; ++b)
+    ref::silu_mul(y_cpu.data() + size_t(b) * n, y_cpu.data() + size_t(b) * n + inter,
+                  oracle.data() + size_t(b) * inter, size_t(inter));
+  int64_t diff = -1;
+  double worst = 0;
+  for (int b = 0; b < m; ++b)
+    for (int i = 0; i < ld; ++i) {
+      const uint16_t g = got[size_t(b) * ld + i];
+      if (i >= inter) {
+        EXPECT_EQ(g, 0xffff) << "row " << b << " column " << i << " past inter was written";
+        continue;
+      }
+      if (diff < 0 && g != want[size_t(b) * inter + i]) diff = int64_t(b) * inter + i;
+      const float o = oracle[size_t(b) * inter + i];
+      const float v = from_bf16_bits(std::vector<uint16_t>{g})[0];
+      worst = std::max(worst, double(std::fabs(v - o)) / std::max(0.1, double(std::fabs(o))));
+    }
+  EXPECT_EQ(diff, -1) << "first element differing from matmul then silu_mul";
+  EXPECT_LT(worst, 3e-2) << "against the CPU oracle";
+}
+
+// The presets' gate_up shapes (qwen3-0.6b inter 3072 x k 1024, llama3.2-1b 8192 x 2048) and
+// awkward ones: one row block (inter 4), three (12), k not a multiple of the 1024-wide stage, a
+// grid of more row blocks than CTAs (inter 12288 x k 1000); m = 1 and 2, the norm fold on and
+// off, PDL on and off.
+TEST(MatmulTest, StreamSiluEpilogueMatchesMatmulThenSiluMul) {
+  MEGAOPS_REQUIRE_GPU();
+  if (!matmul_stream_bulk_supported()) GTEST_SKIP() << "the epilogue needs the bulk version";
+  std::mt19937_64 rng(test_seed() + 16);
+  MatmulContext ctx;
+  ctx.set_stream_bulk(true);
+  const int shapes[][2] = {{3072, 1024}, {8192, 2048}, {4, 64}, {12, 1032}, {12288, 1000}};
+  for (int m = 1; m <= MATMUL_STREAM_M_MAX; ++m)
+    for (const auto& [inter, k] : shapes) {
+      check_silu_epilogue(ctx, m, inter, k, false, m == 1, rng);
+      check_silu_epilogue(ctx, m, inter, k, true, m == 2, rng);
+    }
+}
+
+// The SwiGLU epilogue anywhere but the bulk streaming kernel is cudaErrorNotSupported; gate and
+// up rows that cannot pair four to a row block (inter % 4 != 0, n != 2 inter), a row stride below
+// inter, a misaligned act or the SwiGLU fold on as well is cudaErrorInvalidValue on every path.
+TEST(MatmulTest, SiluEpilogueRejectedOffTheBulkKernelOrUnpaired) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed() + 17);
+  MatmulContext ctx;
+  const int m = 1, inter = 32, k = 64;
+  const Problem pr(m, 2 * inter, k, k, 2 * inter, rng);
+  DeviceBuffer<uint16_t> act(size_t(m) * inter + 8);
+  DeviceBuffer<float> gate_up(size_t(m) * 2 * k);
+  MatmulParams good = pr.params(nullptr, DType::F32, false);
+  good.silu_out.out = reinterpret_cast<bf16*>(act.ptr);
+  good.silu_out.ld = inter;
+  good.silu_out.inter = inter;
+  expect_fold_runs_only_on_bulk(ctx, good);
+  KernelFootprint fp;
+  std::vector<BadParams> bad;
+  auto add = [&](const char* what, auto mutate) {
+    MatmulParams p = good;
+    mutate(p);
+    bad.push_back({what, p});
+  };
+  add("inter % 4 != 0", [](MatmulParams& p) {
+    p.silu_out.inter = 30;
+    p.n = 60;
+  });
+  add("n != 2 inter", [](MatmulParams& p) { p.n = 56; });
+  add("ld < inter", [](MatmulParams& p) { p.silu_out.ld = 31; });
+  add("act misaligned", [](MatmulParams& p) {
+    p.silu_out.out = reinterpret_cast<bf16*>(reinterpret_cast<uint8_t*>(p.silu_out.out) + 1);
+  });
+  add("SiLU fold on too", [&](MatmulParams& p) { p.silu_fold.gate_up = gate_up.ptr; });
+  for (const BadParams& b : bad) {
+    EXPECT_EQ(ctx.run_small_m(b.p), cudaErrorInvalidValue) << "small_m: " << b.what;
+    EXPECT_EQ(ctx.run_cublaslt(b.p), cudaErrorInvalidValue) << "cublaslt: " << b.what;
+    for (const bool v : stream_versions()) {
+      ctx.set_stream_bulk(v);
+      EXPECT_EQ(ctx.run(b.p), cudaErrorInvalidValue) << "run: " << b.what;
+      EXPECT_EQ(ctx.run_stream(b.p), cudaErrorInvalidValue) << "stream: " << b.what;
+      EXPECT_EQ(ctx.stream_footprint(b.p, &fp), cudaErrorInvalidValue) << "footprint: " << b.what;
+    }
   }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);

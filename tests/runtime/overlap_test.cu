@@ -381,10 +381,15 @@ TEST_P(OverlapPdlChain, MatchesConventional) {
   const auto prompts = random_prompts(lens, cfg.vocab_size, seed);
   ConventionalExecutor conv(cfg, random_filler(seed), reference_options(batch, 64, true));
   const Trace ref = run_steps(conv, prompts, steps, true);
-  for (const auto& [counter_waits, fold] :
-       {std::pair<bool, bool>{false, true}, {false, false}, {true, true}, {true, false}})
+  struct Mode {
+    bool counter_waits, fold, silu_epilogue;
+  };
+  for (const Mode& md :
+       {Mode{false, true, false}, Mode{false, false, false}, Mode{true, true, false},
+        Mode{true, false, false}, Mode{false, true, true}})
     for (bool debug : {false, true})
       for (uint32_t delay : {0u, 20000u}) {
+        const auto [counter_waits, fold, silu_epilogue] = md;
         // The defaults (grid waits, folded norms) in every mode, the others captured only.
         if ((counter_waits || !fold) && debug) continue;
         ExecutorOptions o = overlap_options(batch, 64, true);
@@ -392,13 +397,15 @@ TEST_P(OverlapPdlChain, MatchesConventional) {
         o.overlap_fold_norms = fold;
         o.overlap_fold_silu = fold;
         o.overlap_fold_rope = fold;
+        o.overlap_silu_epilogue_min_inter = silu_epilogue ? 0 : -1;
         o.debug_sync = debug;
         ConventionalExecutor chain(cfg, random_filler(seed), o);
         if (delay > 0) chain.set_overlap_delay(delay, seed ^ 0xc4a1ull);
         expect_same(ref, run_steps(chain, prompts, steps, true),
                     std::string(preset) + " batch " + std::to_string(batch) + " counter waits " +
                         std::to_string(counter_waits) + " fold " + std::to_string(fold) +
-                        " debug " + std::to_string(debug) + " delay " + std::to_string(delay),
+                        " SiLU epilogue " + std::to_string(silu_epilogue) + " debug " +
+                        std::to_string(debug) + " delay " + std::to_string(delay),
                     true);
       }
 }
@@ -649,9 +656,10 @@ TEST(Overlap, TraceRecordsEveryOpOfTheStep) {
 // The chain's defaults, seen from the trace: at batch 1 on the bulk streaming kernel (sm_90) every
 // norm and SiLU·mul before a streaming matmul is folded into it and records no CTA (its matmul
 // does the work), the final norm (before the LM head) still runs; every qkv_rope is folded into
-// its attention (the per-query-head kernel) and records no CTA; with the folds off all run. The
-// bit-equality of both is Chain/OverlapPdlChain.MatchesConventional; this test makes sure the fold
-// happened there.
+// its attention (the per-query-head kernel) and records no CTA; with the folds off all run; with
+// the SwiGLU epilogue (and the down fold off) SiLU·mul records no CTA either (gate_up computed
+// it). The bit-equality of all is Chain/OverlapPdlChain.MatchesConventional; this test makes sure
+// the folds happened there.
 TEST(Overlap, PdlChainFoldsIntoStreamingMatmuls) {
   MEGAOPS_REQUIRE_GPU();
   int major = 0;
@@ -660,10 +668,14 @@ TEST(Overlap, PdlChainFoldsIntoStreamingMatmuls) {
   const ModelConfig cfg = preset_config("tiny-qwen3");
   const uint64_t seed = testing::test_seed();
   const auto prompts = random_prompts({5}, cfg.vocab_size, seed);
-  for (bool fold : {true, false}) {
+  // epilogue: SiLU·mul in gate_up's epilogue with the down fold off, so its op records no CTA
+  // only where the epilogue ran.
+  for (const auto& [fold, epilogue] :
+       {std::pair<bool, bool>{true, false}, {false, false}, {true, true}}) {
     ExecutorOptions o = overlap_options(1, 32, true);
     o.overlap_fold_norms = fold;
-    o.overlap_fold_silu = fold;
+    o.overlap_fold_silu = fold && !epilogue;
+    o.overlap_silu_epilogue_min_inter = epilogue ? 0 : -1;
     o.overlap_fold_rope = fold;
     o.overlap_trace_capacity = 1u << 16;
     ConventionalExecutor ex(cfg, random_filler(seed), o);
