@@ -362,7 +362,8 @@ TEST(Overlap, ConsumerFirstIssueOrder) {
 // one stream, each waiting on the grid before it (the default) or on its producer's counter,
 // with the norms and SiLU·mul folded into their streaming matmuls (the default; batch 1 runs the
 // bulk streaming kernel) and qkv_rope into attention (the default; batches 1 and 2 run the
-// per-query-head kernel) or not. Bit-equal to the conventional step with PDL, eagerly and
+// per-query-head kernel) or not, and SiLU·mul in gate_up's epilogue with either wait.
+// Bit-equal to the conventional step with PDL, eagerly and
 // captured, with random producer delays (a consumer whose CTAs start early must still wait), at
 // batch 1, 2, 3 (small-m / streaming matmuls) and 12 (cuBLASLt, stream-ordered, the op after it
 // waiting for its completion), one test case per preset and batch (so a sanitizer run can take
@@ -386,7 +387,7 @@ TEST_P(OverlapPdlChain, MatchesConventional) {
   };
   for (const Mode& md :
        {Mode{false, true, false}, Mode{false, false, false}, Mode{true, true, false},
-        Mode{true, false, false}, Mode{false, true, true}})
+        Mode{true, false, false}, Mode{false, true, true}, Mode{true, true, true}})
     for (bool debug : {false, true})
       for (uint32_t delay : {0u, 20000u}) {
         const auto [counter_waits, fold, silu_epilogue] = md;
