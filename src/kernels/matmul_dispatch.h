@@ -102,7 +102,7 @@ constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_K_MAX = 8192;
 // CTAs an SM of the bulk streaming kernel, of the `fit` that fit by registers and shared memory
 // (three at m = 1 since 7c092d2: 72 registers, x as bf16): at most
 // MATMUL_STREAM_LONG_K_CTAS_PER_SM for rows of k >= MATMUL_STREAM_LONG_K in a matrix of n <=
-// MATMUL_STREAM_LONG_K_N_MAX rows (the 8B presets' QKV, O and down). Measured
+// MATMUL_STREAM_LONG_K_N_MAX rows (the 8B presets' QKV and O, and down where it streams). Measured
 // (bench/results/2026-11-30-s18-call2, -call3, one H200, rows alternated, batch 1, ms/token,
 // conventional + PDL / chain): llama3.1-8b (QKV and O, k = 4096) 4.346-4.356 / 4.279-4.300 at two
 // against 4.404-4.418 / 4.339-4.354 at three; qwen3-8b 4.614-4.627 / 4.441-4.458 against
