@@ -76,9 +76,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
   } else {
     throw_input_error("--pdl", "", "expected off, on or both, found '" + o.pdl + "'");
   }
-  if (o.backend != "conventional" && o.backend != "overlap" && o.backend != "both")
-    throw_input_error("--backend", "",
-                      "expected conventional, overlap or both, found '" + o.backend + "'");
+  check_one_of("--backend", o.backend, {"conventional", "overlap", "both"});
   if (o.overlap_streams < 1 || o.overlap_streams > 8)
     throw_input_error("--overlap-streams", "",
                       "expected 1..8, found " + std::to_string(o.overlap_streams));

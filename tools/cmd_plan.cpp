@@ -204,8 +204,7 @@ Runner add_plan(CLI::App& app) {
       throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(o->batch));
     if (o->context < 1 || o->tokens < 1)
       throw_input_error("--context/--tokens", "", "expected positive values");
-    if (o->dump != "" && o->dump != "dot" && o->dump != "json")
-      throw_input_error("--dump", "", "expected dot or json, found '" + o->dump + "'");
+    if (!o->dump.empty()) check_one_of("--dump", o->dump, {"dot", "json"});
     PlanOptions popt;
     if (o->objective == "step") {
       popt.objective = Objective::Step;

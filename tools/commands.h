@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,10 @@ void add_chain_options(CLI::App& app, ChainOptions& o, const std::string& prefix
 // Sets the chain's fields of eo (overlap_chain_counter_waits, overlap_fold_*,
 // overlap_silu_epilogue_min_inter) from o.
 void apply_chain_options(const ChainOptions& o, ExecutorOptions& eo);
+// Throws InputError naming `option` ("expected a, b or c, found 'value'") unless value is one of
+// choices.
+void check_one_of(const std::string& option, const std::string& value,
+                  std::initializer_list<const char*> choices);
 // Throws InputError naming the option (prefix + name) on a value outside its choices.
 void check_chain_options(const ChainOptions& o, const std::string& prefix);
 

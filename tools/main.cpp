@@ -94,22 +94,23 @@ void apply_chain_options(const ChainOptions& o, ExecutorOptions& eo) {
   eo.overlap_fold_rope = o.folds_rope();
 }
 
+void check_one_of(const std::string& option, const std::string& value,
+                  std::initializer_list<const char*> choices) {
+  std::string expected;
+  size_t i = 0;
+  for (const char* c : choices) {
+    if (value == c) return;
+    expected += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + std::string(c);
+    ++i;
+  }
+  throw_input_error(option, "", "expected " + expected + ", found '" + value + "'");
+}
+
 void check_chain_options(const ChainOptions& o, const std::string& prefix) {
-  auto check = [&](const std::string& name, const std::string& value,
-                   std::initializer_list<const char*> choices) {
-    std::string expected;
-    size_t i = 0;
-    for (const char* c : choices) {
-      if (value == c) return;
-      expected += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + std::string(c);
-      ++i;
-    }
-    throw_input_error(prefix + name, "", "expected " + expected + ", found '" + value + "'");
-  };
-  check("chain-waits", o.waits, {"grid", "counter"});
-  check("fold-norms", o.fold_norms, {"on", "off"});
-  check("fold-silu", o.fold_silu, {"auto", "epilogue", "on", "off"});
-  check("fold-rope", o.fold_rope, {"on", "off"});
+  check_one_of(prefix + "chain-waits", o.waits, {"grid", "counter"});
+  check_one_of(prefix + "fold-norms", o.fold_norms, {"on", "off"});
+  check_one_of(prefix + "fold-silu", o.fold_silu, {"auto", "epilogue", "on", "off"});
+  check_one_of(prefix + "fold-rope", o.fold_rope, {"on", "off"});
 }
 
 std::string utc_now() {

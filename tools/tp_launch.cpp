@@ -45,8 +45,7 @@ void add_tp_options(CLI::App& app, TpOptions& o) {
 void validate_tp_options(const TpOptions& o) {
   if (o.tp < 1 || o.tp > 64)
     throw_input_error("--tp", "", "expected 1..64, found " + std::to_string(o.tp));
-  if (o.reduce != "nccl" && o.reduce != "peer")
-    throw_input_error("--tp-reduce", "", "expected nccl or peer, found '" + o.reduce + "'");
+  check_one_of("--tp-reduce", o.reduce, {"nccl", "peer"});
   if (o.reduce == "peer" && o.tp < 2)
     throw_input_error("--tp-reduce", "",
                       "peer needs --tp 2 or more, found --tp " + std::to_string(o.tp));

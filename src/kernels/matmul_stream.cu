@@ -343,10 +343,10 @@ __device__ __forceinline__ void bulk_issue_stage(const StreamMatmulArgs& a, bf16
   const uint32_t bytes = static_cast<uint32_t>(min(ST_KC, a.k - k0)) * 2u;
   mbar_expect_tx(full, bytes * static_cast<uint32_t>(rows));
   for (int r = 0; r < rows; ++r) {
-    const int64_t wrow = !EPI ? row0 + r
-                         : r < ST_ROWS / 2
-                             ? (ST_ROWS / 2) * rb + r
-                             : static_cast<int64_t>(a.silu_out.inter) + 4 * rb + (r - ST_ROWS / 2);
+    const int64_t wrow = !EPI              ? row0 + r
+                         : r < ST_ROWS / 2 ? (ST_ROWS / 2) * rb + r
+                                           : static_cast<int64_t>(a.silu_out.inter) +
+                                                 (ST_ROWS / 2) * rb + (r - ST_ROWS / 2);
     bulk_copy(slot_base + r * ST_KC, a.w + wrow * a.k + k0, bytes, full);
   }
 }
@@ -664,22 +664,22 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
           }
         // The consumer warps only (the producer may still be waiting for a slot).
         asm volatile("bar.sync 1, %0;" ::"n"(BK_WARPS * 32) : "memory");
-        if (!EPI && warp == 0 && lane < M * ST_ROWS) {
-          const int b = lane / ST_ROWS, r = lane % ST_ROWS;
+        // Row r of batch row b: the eight warps' partials in warp order (warp 0, lane b * 8 + r).
+        const int b = lane / ST_ROWS, r = lane % ST_ROWS;
+        auto row_sum = [&] {
           float v = 0.f;
 #pragma unroll
           for (int w = 0; w < BK_WARPS; ++w) v += rbuf[(w * M + b) * ST_ROWS + r];
+          return v;
+        };
+        if (!EPI && warp == 0 && lane < M * ST_ROWS) {
+          const float v = row_sum();
           const int row = rb * ST_ROWS + r;
           if (b < a.m && row < a.n) store_y(y + static_cast<int64_t>(b) * a.ldy + row, v);
         }
         if (EPI && warp == 0) {
-          const int b = lane / ST_ROWS, r = lane % ST_ROWS;
           const bool mine = lane < M * ST_ROWS;
-          float v = 0.f;
-          if (mine) {
-#pragma unroll
-            for (int w = 0; w < BK_WARPS; ++w) v += rbuf[(w * M + b) * ST_ROWS + r];
-          }
+          const float v = mine ? row_sum() : 0.f;
           // Gate row r < 4 of the block and its up row, r + 4, meet in this warp: silu_mul's
           // arithmetic on the two fp32 sums (the low half of silu_mul2; the high half is unused).
           const float u = __shfl_down_sync(0xffffffffu, v, ST_ROWS / 2);

@@ -362,13 +362,12 @@ TEST(Overlap, ConsumerFirstIssueOrder) {
 // one stream, each waiting on the grid before it (the default) or on its producer's counter,
 // with the norms and SiLU·mul folded into their streaming matmuls (the default; batch 1 runs the
 // bulk streaming kernel) and qkv_rope into attention (the default; batches 1 and 2 run the
-// per-query-head kernel) or not, and SiLU·mul in gate_up's epilogue with either wait.
-// Bit-equal to the conventional step with PDL, eagerly and
-// captured, with random producer delays (a consumer whose CTAs start early must still wait), at
-// batch 1, 2, 3 (small-m / streaming matmuls) and 12 (cuBLASLt, stream-ordered, the op after it
-// waiting for its completion), one test case per preset and batch (so a sanitizer run can take
-// one: racecheck did not get past the start of all eight in one test in 280 s), 16 steps or
-// MEGAOPS_TEST_STEPS.
+// per-query-head kernel) or not, and SiLU·mul in gate_up's epilogue with either wait. Bit-equal
+// to the conventional step with PDL, eagerly and captured, with random producer delays (a
+// consumer whose CTAs start early must still wait), at batch 1, 2, 3 (small-m / streaming matmuls)
+// and 12 (cuBLASLt, stream-ordered, the op after it waiting for its completion), one test case per
+// preset and batch (so a sanitizer run can take one: racecheck did not get past the start of all
+// eight in one test in 280 s), 16 steps or MEGAOPS_TEST_STEPS.
 class OverlapPdlChain : public ::testing::TestWithParam<std::pair<const char*, int>> {};
 
 TEST_P(OverlapPdlChain, MatchesConventional) {
