@@ -414,6 +414,7 @@ uint32_t pointer_alignment(const void* p) {
 
 namespace {
 constexpr size_t LT_WORKSPACE_BYTES = size_t{32} << 20;
+constexpr unsigned MATMUL_STREAM_SCHED_SLOTS = 4096;  // MatmulContext::sched_'s counter pairs
 }  // namespace
 
 namespace {
@@ -519,9 +520,21 @@ MatmulContext::MatmulContext() {
     throw_cuda_error("cudaMalloc(cuBLASLt workspace)", cudaGetErrorString(err), __FILE__, __LINE__);
   }
   workspace_bytes_ = LT_WORKSPACE_BYTES;
+  const size_t sched_bytes = 2 * sizeof(unsigned) * MATMUL_STREAM_SCHED_SLOTS;
+  cudaError_t sched_err = cudaMalloc(&sched_, sched_bytes);
+  if (sched_err == cudaSuccess) sched_err = cudaMemset(sched_, 0, sched_bytes);
+  if (sched_err == cudaSuccess) sched_err = cudaDeviceSynchronize();  // zeroed before any launch
+  if (sched_err != cudaSuccess) {
+    cudaFree(sched_);
+    cudaFree(workspace_);
+    cublasLtDestroy(handle_);
+    throw_cuda_error("cudaMalloc(streaming schedule counters)", cudaGetErrorString(sched_err),
+                     __FILE__, __LINE__);
+  }
 }
 
 MatmulContext::~MatmulContext() {
+  cudaFree(sched_);
   cudaFree(workspace_);
   cublasLtDestroy(handle_);
 }
@@ -594,24 +607,37 @@ cudaError_t MatmulContext::small_m_footprint(const MatmulParams& p, KernelFootpr
 
 namespace {
 
-cudaError_t stream_dispatch(const MatmulParams& p, int stages, bool bulk,
+cudaError_t stream_dispatch(const MatmulParams& p, int stages, bool bulk, unsigned* sched,
                             KernelFootprint* footprint) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
   if (p.max_ctas < 0) return cudaErrorInvalidValue;
-  const StreamMatmulArgs a{
-      p.x,    p.ldx,  p.w,         p.y,       p.ldy, p.m, p.n, p.k, p.y_dtype == DType::F32,
-      p.sync, p.fold, p.silu_fold, p.silu_out};
+  const StreamMatmulArgs a{p.x,
+                           p.ldx,
+                           p.w,
+                           p.y,
+                           p.ldy,
+                           p.m,
+                           p.n,
+                           p.k,
+                           p.y_dtype == DType::F32,
+                           p.sync,
+                           p.fold,
+                           p.silu_fold,
+                           p.silu_out,
+                           p.stream_schedule,
+                           sched};
   return launch_matmul_stream(a, p.max_ctas, stages, p.launch, footprint, bulk);
 }
 
 }  // namespace
 
 cudaError_t MatmulContext::run_stream(const MatmulParams& p) {
-  return stream_dispatch(p, stream_stages_, stream_bulk_, nullptr);
+  unsigned* sched = sched_ + 2 * (sched_next_++ % MATMUL_STREAM_SCHED_SLOTS);
+  return stream_dispatch(p, stream_stages_, stream_bulk_, sched, nullptr);
 }
 
 cudaError_t MatmulContext::stream_footprint(const MatmulParams& p, KernelFootprint* out) const {
-  return stream_dispatch(p, stream_stages_, stream_bulk_, out);
+  return stream_dispatch(p, stream_stages_, stream_bulk_, sched_, out);  // the launch run_stream
 }
 
 cudaError_t MatmulContext::preload_kernels() {

@@ -58,6 +58,10 @@ struct MatmulParams {
   // kernel only, as the folds; inter % 4 == 0, ld >= inter, 2-byte aligned out, and not with
   // silu_fold (else cudaErrorInvalidValue).
   SiluMulEpilogue silu_out;
+  // The streaming kernel's row-block schedule (StreamMatmulArgs::schedule; bulk version, m = 1;
+  // ignored elsewhere): Auto, the rule's (matmul_stream_dynamic); Static or Dynamic forced
+  // (tests). MatmulContext supplies the dynamic schedule's counters.
+  StreamSchedule stream_schedule = StreamSchedule::Auto;
   LaunchOptions launch;
 };
 
@@ -169,6 +173,11 @@ class MatmulContext {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  // The dynamic schedule's counters (MATMUL_STREAM_SCHED_SLOTS pairs, zeroed): run_stream hands
+  // each launch the next pair, round robin, so two launches share a pair only
+  // MATMUL_STREAM_SCHED_SLOTS launches apart; of one context, never that many run at once.
+  unsigned* sched_ = nullptr;
+  unsigned sched_next_ = 0;
 };
 
 }  // namespace megaops

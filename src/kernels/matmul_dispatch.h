@@ -59,6 +59,25 @@ constexpr bool matmul_stream_fits(int64_t m, int64_t k) {
 // hooks; cuBLASLt is a vendor kernel (opaque to the overlap runtime and the planner).
 enum class MatmulPath { SmallM, Stream, CublasLt };
 
+// How the bulk streaming kernel's CTAs take their row blocks (StreamMatmulArgs::schedule).
+enum class StreamSchedule { Auto, Static, Dynamic };
+
+// Auto's choice: the dynamic schedule (row blocks from a ticket counter as CTAs finish) where a
+// launch has at least MATMUL_STREAM_DYNAMIC_MIN_BLOCKS row blocks a CTA. A static range gives
+// every CTA the same count, but SMs do not stream at the same rate, so the kernel ends when the
+// slowest SM's CTAs do. Measured (bench/results/2026-11-30-s20-call2, bench-matmul, one H200, m =
+// 1, us, static -> dynamic on a diagnostic build): llama3.1-8b LM head (40.5 blocks a CTA) 254.9
+// -> 246.9, gate_up (9.1) 59.2 -> 58.5; llama3.2-1b LM head 129.4 -> 123.7, gate_up (5.2) 17.6 ->
+// 17.4; but the launches of 1-3 blocks a CTA lost (8B O 10.7 -> 11.4, QKV 15.9 -> 16.3, 1B down
+// 10.9 -> 11.3), and the 1B step with every launch dynamic lost 2-4% (0.932 / 0.822 -> 0.953 /
+// 0.853 ms, conventional + PDL / chain); with it on the 8B's gate_up and LM head only, the 8B
+// steps with the MLP streaming gained (below). Six: the 8B-class gate_up (7.8-9.1) and the LM
+// heads take it, the 1B's gate_up (5.2) does not.
+constexpr int64_t MATMUL_STREAM_DYNAMIC_MIN_BLOCKS = 6;
+constexpr bool matmul_stream_dynamic(int64_t row_blocks, int64_t grid) {
+  return grid > 0 && row_blocks >= MATMUL_STREAM_DYNAMIC_MIN_BLOCKS * grid;
+}
+
 // Under PDL, at m = 1, the 8B-class QKV / O projections (2048 < k <= 4096, n <= 8192) run on the
 // streaming kernel: its CTAs start while the norm / attention before them still runs (the
 // executor launches those with the streaming kernel's shared-memory carveout) and have their
@@ -98,6 +117,18 @@ constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP_PDL_K_MAX = 2048;
 constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP_PDL_N_MAX = 16384;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_N_MAX = 2048;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_K_MAX = 8192;
+// Under PDL, also the 8B-class MLP: gate_up (2048 < k <= 4096, 16384 < n <= 32768) and down
+// (2048 < n <= 4096, 8192 < k <= 16384), with the dynamic schedule on gate_up (above). The PDL
+// chain then folds the norm into gate_up and the SwiGLU into its epilogue, and its layer has no
+// vendor GEMM. Measured (bench/results/2026-11-30-s20-call2, one H200, batch 1, ms/token,
+// conventional + PDL / chain, MEGAOPS_MATMUL_STREAM_SHAPES on a diagnostic build against main in
+// the same run): llama3.1-8b 4.509 / 4.242 against 4.472 / 4.327 on cuBLASLt; qwen3-8b 4.683 /
+// 4.334. On the static schedule the chain gained less (4.343) and conventional + PDL lost more
+// (4.580); without PDL it stays on cuBLASLt.
+constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP8B_K_MAX = 4096;
+constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP8B_N_MAX = 32768;
+constexpr int64_t MATMUL_DISPATCH_BULK_DOWN8B_N_MAX = 4096;
+constexpr int64_t MATMUL_DISPATCH_BULK_DOWN8B_K_MAX = 16384;
 
 // CTAs an SM of the bulk streaming kernel, of the `fit` that fit by registers and shared memory
 // (three at m = 1 since 7c092d2: 72 registers, x as bf16): at most
@@ -133,7 +164,12 @@ constexpr MatmulPath matmul_dispatch_path(int64_t m, int64_t n, int64_t k, bool 
        (k <= MATMUL_DISPATCH_BULK_GATEUP_K_MAX && n <= MATMUL_DISPATCH_SMALL_N_MAX) ||
        (n <= MATMUL_DISPATCH_BULK_DOWN_N_MAX && k <= MATMUL_DISPATCH_BULK_DOWN_K_MAX) ||
        (pdl && k <= MATMUL_DISPATCH_BULK_GATEUP_PDL_K_MAX &&
-        n <= MATMUL_DISPATCH_BULK_GATEUP_PDL_N_MAX)))
+        n <= MATMUL_DISPATCH_BULK_GATEUP_PDL_N_MAX) ||
+       (pdl && k > MATMUL_DISPATCH_BULK_GATEUP_PDL_K_MAX &&
+        k <= MATMUL_DISPATCH_BULK_GATEUP8B_K_MAX && n > MATMUL_DISPATCH_BULK_GATEUP_PDL_N_MAX &&
+        n <= MATMUL_DISPATCH_BULK_GATEUP8B_N_MAX) ||
+       (pdl && n > MATMUL_DISPATCH_BULK_DOWN_N_MAX && n <= MATMUL_DISPATCH_BULK_DOWN8B_N_MAX &&
+        k > MATMUL_DISPATCH_BULK_DOWN_K_MAX && k <= MATMUL_DISPATCH_BULK_DOWN8B_K_MAX)))
     return MatmulPath::Stream;
   if (m <= MATMUL_DISPATCH_SMALL_M_MAX && k <= MATMUL_DISPATCH_SMALL_K_MAX &&
       n <= MATMUL_DISPATCH_SMALL_N_MAX)

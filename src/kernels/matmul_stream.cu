@@ -519,7 +519,15 @@ __device__ __forceinline__ uint64_t ring_delay_site(int t, int warp) {
 // llama3.2-1b's chain 0.878 -> 0.849 ms a token). m = 2 needs 104 registers: one bound of 1.
 // EPI: the SwiGLU epilogue (a.silu_out on; launched only then, with OutT float): a template
 // argument so that the kernel without it is the code the conventional step measured before it.
-template <int M, typename OutT, bool EPI = false>
+// DYN: the dynamic schedule (a.sched, StreamMatmulArgs::schedule; instantiated at M = 1): the
+// producer lane takes CTA b's first row block b, then fetches the next block's ticket from
+// a.sched[0] as each block starts (so the fetch's latency hides behind the block's stages); the
+// row block of a slot's stage travels in slot_rb, written before the slot's full barrier is
+// armed (its arrive releases it, the consumers' wait acquires it), and a slot whose row block is
+// -1 ends the consumers' loop. Every CTA fetches exactly one ticket past the end, then counts
+// itself done in a.sched[1]; the last one zeroes both for the next launch. A row's arithmetic
+// does not depend on which CTA computes it: the same bits as the static schedule.
+template <int M, typename OutT, bool EPI = false, bool DYN = false>
 __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
     matmul_stream_bulk_kernel(StreamMatmulArgs a, int stages) {
 #ifdef MEGAOPS_STREAM_BULK
@@ -530,7 +538,8 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
   bf16* xs = ring + static_cast<size_t>(stages) * ST_STAGE_ELEMS;  // x: [M][kpad]
   uint64_t* full = reinterpret_cast<uint64_t*>(xs + static_cast<size_t>(M) * kpad);
   uint64_t* empty = full + stages;
-  float* red = reinterpret_cast<float*>(empty + stages);  // [2][BK_WARPS][M][ST_ROWS]
+  float* red = reinterpret_cast<float*>(empty + stages);       // [2][BK_WARPS][M][ST_ROWS]
+  int* slot_rb = reinterpret_cast<int*>(red + BK_RED_FLOATS);  // DYN: [stages]
 
   const int row_blocks = (a.n + ST_ROWS - 1) / ST_ROWS;
   const int rb0 = static_cast<int>(static_cast<int64_t>(blockIdx.x) * row_blocks / gridDim.x);
@@ -550,18 +559,38 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
   __syncthreads();
 
   // The weights need no wait: the producer fills the whole ring before anyone waits for x.
-  int p_rb = rb0, p_ks = 0, p_t = 0;
+  int p_rb = DYN ? static_cast<int>(blockIdx.x) : rb0, p_ks = 0, p_t = 0;
+  unsigned p_next = blockIdx.x;  // DYN: the row block the next block start takes
+  bool p_done = false;           // DYN: the end slot is issued
   auto produce = [&]() {
     const int slot = p_t % stages;
+    if constexpr (DYN) {
+      if (p_ks == 0) {
+        p_rb = p_next < static_cast<unsigned>(row_blocks) ? static_cast<int>(p_next) : -1;
+        if (p_rb >= 0) p_next = atomicAdd(a.sched, 1u) + gridDim.x;
+        slot_rb[slot] = p_rb;
+        if (p_rb < 0) {
+          mbar_arrive(&full[slot]);
+          p_done = true;
+          ++p_t;
+          return;
+        }
+      }
+    }
     bulk_issue_stage<EPI>(a, ring + slot * ST_STAGE_ELEMS, &full[slot], p_rb, p_ks);
     if (++p_ks == kstages) {
       p_ks = 0;
-      ++p_rb;
+      ++p_rb;  // static; DYN takes its next block at the next block start
     }
     ++p_t;
   };
-  if (producer && lane == 0)
-    while (p_t < min(stages, total)) produce();
+  if (producer && lane == 0) {
+    if constexpr (DYN) {
+      while (!p_done && p_t < stages) produce();
+    } else {
+      while (p_t < min(stages, total)) produce();
+    }
+  }
   __syncwarp();  // the producer warp reconverges before the CTA-wide barriers below
   tile_sync_wait(a.sync, step);
 
@@ -583,12 +612,21 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
 
   if (producer) {
     if (lane == 0) {
-      while (p_t < total) {
+      while (DYN ? !p_done : p_t < total) {
         mbar_wait(&empty[p_t % stages], static_cast<uint32_t>(p_t / stages - 1) & 1u);
         // Injected delays (tests): a stage's bytes arrive late, so a consumer that read a slot
         // before its full barrier completed would read the previous stage's rows.
         random_delay(a.sync.delay, ring_delay_site(p_t, BK_WARPS));
         produce();
+      }
+      if constexpr (DYN) {
+        // This CTA's fetches (the last one past the end, whose value the loop read) come before
+        // its count; the CTA that completes the count zeroes both counters.
+        __threadfence();
+        if (atomicAdd(a.sched + 1, 1u) == gridDim.x - 1) {
+          atomicExch(a.sched, 0u);
+          atomicExch(a.sched + 1, 0u);
+        }
       }
     }
     __syncwarp();
@@ -603,8 +641,14 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
       for (int j = 0; j < 4; ++j) acc[b][j] = 0.f;
     int rb = rb0, ks = 0, slot = 0, buf = 0;
     uint32_t phase = 0;
-    for (int t = 0; t < total; ++t) {
+    for (int t = 0; DYN || t < total; ++t) {
       mbar_wait(&full[slot], phase);
+      if constexpr (DYN) {
+        if (ks == 0) {  // a row block's first stage: which block (-1: the end)
+          rb = slot_rb[slot];
+          if (rb < 0) break;
+        }
+      }
       const int kc = ks * (ST_KC / 8) + c;  // chunk index along k
       if (kc * 8 < a.k) {
         float xv[M][8];
@@ -755,13 +799,33 @@ cudaError_t launch_stream_m(const StreamMatmulArgs& a, int max_ctas, int stages,
   const int64_t x_bytes = M * kpad * 4;  // the ring version's x: fp32
   // x (bf16), the row partials; a slot and its two mbarriers
   const int64_t bulk_fixed = M * kpad * 2 + BK_RED_FLOATS * 4, bulk_stage = ST_STAGE_BYTES + 2 * 8;
-  if (bulk && a.silu_out.on())  // y is not written: one instantiation
-    return launch_streaming(matmul_stream_bulk_kernel<M, float, true>, BK_THREADS, bulk_fixed,
-                            bulk_stage, BK_DEFAULT_STAGES, a, max_ctas, stages, opt, footprint,
-                            true);
-  if (bulk)
-    return launch_streaming(matmul_stream_bulk_kernel<M, OutT>, BK_THREADS, bulk_fixed, bulk_stage,
-                            BK_DEFAULT_STAGES, a, max_ctas, stages, opt, footprint, true);
+  if (bulk) {
+    // With the SwiGLU epilogue y is not written: one OutT.
+    auto launch_bulk = [&](auto kernel, int64_t stage_bytes, KernelFootprint* fp) {
+      return launch_streaming(kernel, BK_THREADS, bulk_fixed, stage_bytes, BK_DEFAULT_STAGES, a,
+                              max_ctas, stages, opt, fp, true);
+    };
+    auto launch_static = [&](KernelFootprint* fp) {
+      return a.silu_out.on()
+                 ? launch_bulk(matmul_stream_bulk_kernel<M, float, true>, bulk_stage, fp)
+                 : launch_bulk(matmul_stream_bulk_kernel<M, OutT>, bulk_stage, fp);
+    };
+    if constexpr (M == 1) {
+      if (a.sched != nullptr && a.schedule != StreamSchedule::Static) {
+        KernelFootprint fixed_grid;  // the static launch's grid decides Auto
+        if (const cudaError_t err = launch_static(&fixed_grid); err != cudaSuccess) return err;
+        if (a.schedule == StreamSchedule::Dynamic ||
+            matmul_stream_dynamic((a.n + ST_ROWS - 1) / ST_ROWS, fixed_grid.ctas)) {
+          const int64_t dyn_stage = bulk_stage + 4;  // and the slot's row block
+          return a.silu_out.on() ? launch_bulk(matmul_stream_bulk_kernel<1, float, true, true>,
+                                               dyn_stage, footprint)
+                                 : launch_bulk(matmul_stream_bulk_kernel<1, OutT, false, true>,
+                                               dyn_stage, footprint);
+        }
+      }
+    }
+    return launch_static(footprint);
+  }
   return launch_streaming(matmul_stream_kernel<M, OutT>, ST_THREADS, x_bytes, ST_STAGE_BYTES,
                           ST_DEFAULT_STAGES, a, max_ctas, stages, opt, footprint, false);
 }
@@ -816,7 +880,10 @@ cudaError_t preload_matmul_stream() {
                           preload_stream_kernel(matmul_stream_bulk_kernel<1, bf16>),
                           preload_stream_kernel(matmul_stream_bulk_kernel<2, bf16>),
                           preload_stream_kernel(matmul_stream_bulk_kernel<1, float, true>),
-                          preload_stream_kernel(matmul_stream_bulk_kernel<2, float, true>)})
+                          preload_stream_kernel(matmul_stream_bulk_kernel<2, float, true>),
+                          preload_stream_kernel(matmul_stream_bulk_kernel<1, float, false, true>),
+                          preload_stream_kernel(matmul_stream_bulk_kernel<1, bf16, false, true>),
+                          preload_stream_kernel(matmul_stream_bulk_kernel<1, float, true, true>)})
     if (err != cudaSuccess) return err;
   return cudaSuccess;
 }

@@ -45,11 +45,14 @@ TEST(MatmulDispatch, EightBQkvAndOStreamOnlyUnderPdlAtBatchOne) {
 TEST(MatmulDispatch, LongWeightStreamsStayOnCublasLt) {
   for (bool bulk : {true, false}) {
     for (bool pdl : {false, true}) {
-      EXPECT_EQ(matmul_dispatch_path(1, 28672, 4096, pdl, bulk),
-                MatmulPath::CublasLt);  // 8B gate_up
-      EXPECT_EQ(matmul_dispatch_path(1, 4096, 14336, pdl, bulk), MatmulPath::CublasLt);  // 8B down
-      EXPECT_EQ(matmul_dispatch_path(1, 4096, 12288, pdl, bulk),
-                MatmulPath::CublasLt);  // qwen3-8b down
+      // The 8B MLP: on the bulk kernel under PDL at batch 1
+      // (MatmulDispatch.EightBMlpStreamsUnderPdl).
+      if (!(pdl && bulk)) {
+        EXPECT_EQ(matmul_dispatch_path(1, 28672, 4096, pdl, bulk),
+                  MatmulPath::CublasLt);  // gate_up
+        EXPECT_EQ(matmul_dispatch_path(1, 4096, 14336, pdl, bulk), MatmulPath::CublasLt);  // down
+        EXPECT_EQ(matmul_dispatch_path(1, 4096, 12288, pdl, bulk), MatmulPath::CublasLt);  // qwen3
+      }
       EXPECT_EQ(matmul_dispatch_path(1, 128256, 4096, pdl, bulk), MatmulPath::CublasLt);  // LM head
       EXPECT_EQ(matmul_dispatch_path(1, 128256, 2048, pdl, bulk), MatmulPath::CublasLt);  // 1B's
       // 1B gate_up: on the bulk kernel under PDL (MatmulDispatch.OneBGateUpStreamsUnderPdl).
@@ -66,6 +69,46 @@ TEST(MatmulDispatch, OneBGateUpStreamsUnderPdl) {
   EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, false), MatmulPath::CublasLt);
   EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, true, false), MatmulPath::CublasLt);
   EXPECT_EQ(matmul_dispatch_path(2, 16384, 2048, true), MatmulPath::CublasLt);
+}
+
+// The 8B-class MLP (llama3.1-8b, qwen3-8b) at batch 1 under PDL on the bulk kernel; nothing else
+// moves: the LM heads, larger batches, PDL off, no bulk copies, and the smaller presets' shapes
+// keep their paths.
+TEST(MatmulDispatch, EightBMlpStreamsUnderPdl) {
+  EXPECT_EQ(matmul_dispatch_path(1, 28672, 4096, true), MatmulPath::Stream);  // llama3.1-8b gate_up
+  EXPECT_EQ(matmul_dispatch_path(1, 4096, 14336, true), MatmulPath::Stream);  // its down
+  EXPECT_EQ(matmul_dispatch_path(1, 24576, 4096, true), MatmulPath::Stream);  // qwen3-8b gate_up
+  EXPECT_EQ(matmul_dispatch_path(1, 4096, 12288, true), MatmulPath::Stream);  // its down
+  for (int m : {2, 8, 32}) {
+    EXPECT_EQ(matmul_dispatch_path(m, 28672, 4096, true), MatmulPath::CublasLt) << "m " << m;
+    EXPECT_EQ(matmul_dispatch_path(m, 4096, 14336, true), MatmulPath::CublasLt) << "m " << m;
+  }
+  EXPECT_EQ(matmul_dispatch_path(1, 28672, 4096, false), MatmulPath::CublasLt);
+  EXPECT_EQ(matmul_dispatch_path(1, 4096, 14336, true, false), MatmulPath::CublasLt);
+  EXPECT_EQ(matmul_dispatch_path(1, 128256, 4096, true), MatmulPath::CublasLt);  // LM heads
+  EXPECT_EQ(matmul_dispatch_path(1, 151936, 4096, true), MatmulPath::CublasLt);
+  EXPECT_EQ(matmul_dispatch_path(1, 32769, 4096, true), MatmulPath::CublasLt);  // past the bounds
+  EXPECT_EQ(matmul_dispatch_path(1, 4096, 16392, true), MatmulPath::CublasLt);
+  EXPECT_EQ(matmul_dispatch_path(1, 28672, 4104, true), MatmulPath::CublasLt);
+  // The smaller presets: as without this rule.
+  EXPECT_EQ(matmul_dispatch_path(1, 151936, 1024, true), MatmulPath::CublasLt);  // qwen3-0.6b head
+  EXPECT_EQ(matmul_dispatch_path(1, 128256, 2048, true), MatmulPath::CublasLt);  // llama3.2-1b's
+  EXPECT_EQ(matmul_dispatch_path(1, 2048, 8192, true), MatmulPath::Stream);
+  EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, true), MatmulPath::Stream);
+}
+
+// The dynamic schedule where a launch has six row blocks a CTA or more: the 8B-class gate_up
+// (3584 / 3072 row blocks on 396 CTAs) and the LM heads, not the 1B's gate_up (2048) or the
+// launches of a few blocks a CTA.
+TEST(MatmulDispatch, DynamicScheduleForManyRowBlocksACta) {
+  EXPECT_TRUE(matmul_stream_dynamic(28672 / 8, 396));
+  EXPECT_TRUE(matmul_stream_dynamic(24576 / 8, 396));
+  EXPECT_TRUE(matmul_stream_dynamic(128256 / 8, 396));
+  EXPECT_FALSE(matmul_stream_dynamic(16384 / 8, 396));
+  EXPECT_FALSE(matmul_stream_dynamic(4096 / 8, 264));
+  EXPECT_TRUE(matmul_stream_dynamic(6 * 100, 100));
+  EXPECT_FALSE(matmul_stream_dynamic(6 * 100 - 1, 100));
+  EXPECT_FALSE(matmul_stream_dynamic(100, 0));
 }
 
 // The bulk streaming kernel's CTAs an SM: what fits, but two at most for rows of 4096 and more in

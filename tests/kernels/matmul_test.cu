@@ -325,6 +325,23 @@ int64_t first_bit_difference(const std::vector<T>& a, const std::vector<T>& b) {
   return -1;
 }
 
+// The norm's bf16 output from the GPU (`got`) against the CPU's fp32 one (`want`): within one bf16
+// ulp of want each. The two round different fp32 values (the sum of squares in another order, an
+// approximate rsqrt) and may land on either side of a rounding boundary; one flip of a large
+// channel moves every row of the matmul after it, so the matmul's oracle takes the GPU's x and
+// this check holds x itself.
+void expect_within_one_bf16_ulp(const std::vector<float>& got, const std::vector<float>& want,
+                                const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float ulp = want[i] == 0.f ? 0.f : std::ldexp(1.0f, std::ilogb(want[i]) - 7);
+    if (!(std::fabs(got[i] - want[i]) <= ulp) && bad++ == 0) first = i;
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " elements more than one bf16 ulp from the CPU's; "
+                     << "first " << first << ": " << got[first] << " vs " << want[first];
+}
+
 // A [rows, n] output of `dtype` downloaded as floats.
 std::vector<float> download_floats(const Output& out) {
   const std::vector<uint8_t> raw = out.buf.download();
@@ -377,7 +394,8 @@ void expect_fold_matches_unfolded(MatmulContext& ctx, const MatmulParams& unfold
 // residual bit for bit; y is also held to the fp32 CPU oracle (norm, bf16 rounding of its output,
 // matmul) within the stream tests' tolerance, and r = residual + delta (one fp32 add) exactly.
 void check_norm_fold(MatmulContext& ctx, int m, int n, int k, bool with_delta, bool with_out,
-                     DType y_dtype, bool pdl, std::mt19937_64& rng) {
+                     DType y_dtype, bool pdl, std::mt19937_64& rng,
+                     StreamSchedule schedule = StreamSchedule::Auto) {
   SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                " delta=" + std::to_string(with_delta) +
                " residual_out=" + std::to_string(with_out) + " y=" + dtype_name(y_dtype) +
@@ -423,10 +441,14 @@ void check_norm_fold(MatmulContext& ctx, int m, int n, int k, bool with_delta, b
   std::vector<float> xn(mk);
   const std::vector<float> gain_f = from_bf16_bits(gain_bits);
   ref::rmsnorm(r.data(), gain_f.data(), xn.data(), m, k, eps);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> x_gpu = from_bf16_bits(x_dev.download());
+  expect_within_one_bf16_ulp(x_gpu, xn, "add_rmsnorm's x");
   MatmulParams p =
       matmul_params(reinterpret_cast<const bf16*>(x_dev.ptr),
                     reinterpret_cast<const bf16*>(w_dev.ptr), nullptr, y_dtype, m, n, k);
   p.launch.pdl = pdl;
+  p.stream_schedule = schedule;
   expect_fold_matches_unfolded(
       ctx, p,
       [&](MatmulParams& q) {
@@ -436,7 +458,7 @@ void check_norm_fold(MatmulContext& ctx, int m, int n, int k, bool with_delta, b
         q.fold.residual_out = with_out ? res_out.ptr : nullptr;
         q.fold.eps = eps;
       },
-      y_norm, y_fold, xn, w);
+      y_norm, y_fold, x_gpu, w);
 
   const std::vector<float> r_norm = res_norm.download();
   EXPECT_EQ(first_bit_difference(r_norm, r), -1) << "add_rmsnorm's residual != residual + delta";
@@ -735,7 +757,7 @@ TEST(MatmulTest, SiluFoldRejectedOffTheBulkKernel) {
 // formed by a folded norm in the same launch (the chain's gate_up); act poisoned, with a row
 // stride past inter whose gap must keep its poison; the kernel writes nothing to y.
 void check_silu_epilogue(MatmulContext& ctx, int m, int inter, int k, bool norm_fold, bool pdl,
-                         std::mt19937_64& rng) {
+                         std::mt19937_64& rng, StreamSchedule schedule = StreamSchedule::Auto) {
   SCOPED_TRACE("m=" + std::to_string(m) + " inter=" + std::to_string(inter) +
                " k=" + std::to_string(k) + " norm fold=" + std::to_string(norm_fold) +
                " pdl=" + std::to_string(pdl));
@@ -761,6 +783,7 @@ void check_silu_epilogue(MatmulContext& ctx, int m, int inter, int k, bool norm_
       matmul_params(reinterpret_cast<const bf16*>(x_dev.ptr),
                     reinterpret_cast<const bf16*>(w_dev.ptr), y_dev.ptr, DType::F32, m, n, k);
   p.launch.pdl = pdl;
+  p.stream_schedule = schedule;
   if (norm_fold) {
     p.x = nullptr;
     p.ldx = 0;
@@ -801,10 +824,29 @@ void check_silu_epilogue(MatmulContext& ctx, int m, int inter, int k, bool norm_
 
   // The CPU oracle: x (or the normed residual, rounded to bf16 as the kernel rounds it) . w^T,
   // then silu(g) * u; a wrong pairing or row is off by O(1), rounding by far less.
+  // With the fold, x is the norm's bf16 output as add_rmsnorm computes it (which the fold
+  // matches bit for bit: StreamNormFoldMatchesNormThenMatmul), held within a bf16 ulp of the
+  // CPU's norm; the oracle on the CPU's own rounding would see its rare flips (a flip moves g
+  // and u by up to ~1e-2 where silu(g) * u may be ~0.1).
   std::vector<float> xin = x;
   if (norm_fold) {
-    ref::rmsnorm(x.data(), gain.data(), xin.data(), m, k, 1e-5f);
-    round_to_bf16(xin.data(), xin.size());
+    std::vector<float> xn(x.size());
+    ref::rmsnorm(x.data(), gain.data(), xn.data(), m, k, p.fold.eps);
+    DeviceBuffer<float> res_copy(x.size());
+    DeviceBuffer<uint16_t> x_norm(x.size());
+    res_copy.upload(x);
+    x_norm.poison();
+    AddRmsNormParams np;
+    np.residual = res_copy.ptr;
+    np.weight = p.fold.weight;
+    np.out = reinterpret_cast<bf16*>(x_norm.ptr);
+    np.rows = m;
+    np.n = k;
+    np.eps = p.fold.eps;
+    ASSERT_EQ(launch_add_rmsnorm(np), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    xin = from_bf16_bits(x_norm.download());
+    expect_within_one_bf16_ulp(xin, xn, "add_rmsnorm's x");
   }
   std::vector<float> y_cpu(size_t(m) * n), oracle(size_t(m) * inter);
   ref::matmul(xin.data(), w.data(), y_cpu.data(), m, k, n);
@@ -845,6 +887,71 @@ TEST(MatmulTest, StreamSiluEpilogueMatchesMatmulThenSiluMul) {
       check_silu_epilogue(ctx, m, inter, k, false, m == 1, rng);
       check_silu_epilogue(ctx, m, inter, k, true, m == 2, rng);
     }
+}
+
+// The dynamic row-block schedule (StreamSchedule::Dynamic, m = 1) against the static one: the same
+// bits, since a row's arithmetic does not depend on the CTA that computes it; with few CTAs (one
+// takes every block from the ticket counter), injected delays that change which CTA takes which,
+// rings of 2 and 4 slots, a k tail and a partial last row block; the norm fold and the SwiGLU
+// epilogue under it (their own checks, forced dynamic). Then 4100 launches through one context,
+// each into a poisoned output: the launches past 4096 reuse the first counter pairs, which hand
+// out no block (the output keeps its poison) unless the launch before zeroed them.
+TEST(MatmulTest, StreamDynamicScheduleMatchesStatic) {
+  MEGAOPS_REQUIRE_GPU();
+  if (!matmul_stream_bulk_supported()) GTEST_SKIP() << "the schedule is the bulk version's";
+  std::mt19937_64 rng(test_seed() + 21);
+  MatmulContext ctx;
+  ctx.set_stream_bulk(true);
+  int trials = 0;
+  const int shapes[][2] = {{1000, 700}, {4096, 4096}, {14336, 203}};  // k, n
+  for (int stages : {2, 4}) {
+    ctx.set_stream_stages(stages);
+    for (const auto& [k, n] : shapes) {
+      const Problem pr(1, n, k, k, n, rng);
+      for (int max_ctas : {1, 3, 37, 0}) {
+        for (uint64_t seed = 0; seed <= 2; ++seed, ++trials) {
+          SCOPED_TRACE("stages " + std::to_string(stages) + " n " + std::to_string(n) + " k " +
+                       std::to_string(k) + " max_ctas " + std::to_string(max_ctas) + " seed " +
+                       std::to_string(seed));
+          Output fixed(DType::F32, 1, pr.ldy), dyn(DType::F32, 1, pr.ldy);
+          MatmulParams p = pr.params(fixed.buf.ptr, DType::F32, seed == 1);
+          p.max_ctas = max_ctas;
+          if (seed > 0) p.sync.delay = DelayParams{4000, seed * 7919 + uint64_t(max_ctas)};
+          p.stream_schedule = StreamSchedule::Static;
+          ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
+          p.y = dyn.buf.ptr;
+          p.stream_schedule = StreamSchedule::Dynamic;
+          ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          EXPECT_EQ(first_bit_difference(dyn.buf.download(), fixed.buf.download()), -1)
+              << "dynamic schedule differs from static (first differing byte)";
+          expect_matches(pr, dyn, "stream-bulk, dynamic schedule");
+        }
+      }
+    }
+  }
+  EXPECT_EQ(trials, 72);
+  ctx.set_stream_stages(0);
+  check_silu_epilogue(ctx, 1, 3072, 1024, true, true, rng, StreamSchedule::Dynamic);
+  check_silu_epilogue(ctx, 1, 12, 1032, false, false, rng, StreamSchedule::Dynamic);
+  check_norm_fold(ctx, 1, 700, 4096, true, true, DType::BF16, true, rng, StreamSchedule::Dynamic);
+
+  MatmulContext fresh;  // its counter pairs start at the first
+  fresh.set_stream_bulk(true);
+  const Problem pr(1, 512, 1024, 1024, 512, rng);
+  Output out(DType::F32, 1, pr.ldy);
+  MatmulParams p = pr.params(out.buf.ptr, DType::F32, false);
+  p.max_ctas = 8;  // 64 row blocks: 56 from tickets
+  p.stream_schedule = StreamSchedule::Dynamic;
+  for (int i = 0; i < 4100; ++i) {
+    ASSERT_EQ(cudaMemset(out.buf.ptr, 0xff, out.elems * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(fresh.run_stream(p), cudaSuccess);
+    if (i % 1024 == 0 || i >= 4096) {
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      SCOPED_TRACE("launch " + std::to_string(i));
+      expect_matches(pr, out, "stream-bulk, dynamic schedule, counters reused");
+    }
+  }
 }
 
 // The SwiGLU epilogue anywhere but the bulk streaming kernel is cudaErrorNotSupported; gate and
@@ -1251,7 +1358,9 @@ TEST(MatmulTest, EnvironmentKnobs) {
   } else {
     expect_error("MEGAOPS_STREAM_KERNEL", "bulk");  // no bulk copies on this GPU
   }
-  EXPECT_EQ(path_of(1, 4096, 14336, true), MatmulPath::CublasLt);
+  // The 8B's down: on the bulk kernel under PDL, else cuBLASLt (matmul_dispatch_path).
+  EXPECT_EQ(path_of(1, 4096, 14336, true), bulk ? MatmulPath::Stream : MatmulPath::CublasLt);
+  EXPECT_EQ(path_of(1, 4096, 14336), MatmulPath::CublasLt);
   EXPECT_EQ(path_of(2, 6144, 4096, true), MatmulPath::CublasLt);
   {
     const Env env("MEGAOPS_MATMUL_PATH", "cublaslt");
