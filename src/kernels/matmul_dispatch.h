@@ -119,12 +119,14 @@ constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_N_MAX = 2048;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_K_MAX = 8192;
 // Under PDL, also the 8B-class MLP: gate_up (2048 < k <= 4096, 16384 < n <= 32768) and down
 // (2048 < n <= 4096, 8192 < k <= 16384), with the dynamic schedule on gate_up (above). The PDL
-// chain then folds the norm into gate_up and the SwiGLU into its epilogue, and its layer has no
-// vendor GEMM. Measured (bench/results/2026-11-30-s20-call2, one H200, batch 1, ms/token,
-// conventional + PDL / chain, MEGAOPS_MATMUL_STREAM_SHAPES on a diagnostic build against main in
-// the same run): llama3.1-8b 4.509 / 4.242 against 4.472 / 4.327 on cuBLASLt; qwen3-8b 4.683 /
-// 4.334. On the static schedule the chain gained less (4.343) and conventional + PDL lost more
-// (4.580); without PDL it stays on cuBLASLt.
+// chain then folds the norm into gate_up and the SwiGLU into its epilogue with the conventional
+// step's arithmetic, and its layer has no vendor GEMM. A trade: measured
+// (bench/results/2026-11-30-s20-call3, one H200, rows alternated, batch 1, ms/token,
+// conventional + PDL / chain) llama3.1-8b 4.341 / 4.288 -> 4.470 / 4.209, qwen3-8b 4.585 / 4.429
+// -> 4.660 / 4.311: the chain 1.8% / 2.7% faster, conventional + PDL 3.0% / 1.6% slower (the bulk
+// kernel is still ~4% behind tuned cuBLASLt on gate_up: 58.2 against 55.8 us). On the static
+// schedule the chain gained less and conventional + PDL lost more (`-s20-call2`: 4.343 / 4.580
+// against 4.242 / 4.509). Without PDL, the default step, it stays on cuBLASLt.
 constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP8B_K_MAX = 4096;
 constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP8B_N_MAX = 32768;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN8B_N_MAX = 4096;

@@ -892,10 +892,7 @@ TEST(MatmulTest, StreamSiluEpilogueMatchesMatmulThenSiluMul) {
 // The dynamic row-block schedule (StreamSchedule::Dynamic, m = 1) against the static one: the same
 // bits, since a row's arithmetic does not depend on the CTA that computes it; with few CTAs (one
 // takes every block from the ticket counter), injected delays that change which CTA takes which,
-// rings of 2 and 4 slots, a k tail and a partial last row block; the norm fold and the SwiGLU
-// epilogue under it (their own checks, forced dynamic). Then 4100 launches through one context,
-// each into a poisoned output: the launches past 4096 reuse the first counter pairs, which hand
-// out no block (the output keeps its poison) unless the launch before zeroed them.
+// rings of 2 and 4 slots, a k tail and a partial last row block.
 TEST(MatmulTest, StreamDynamicScheduleMatchesStatic) {
   MEGAOPS_REQUIRE_GPU();
   if (!matmul_stream_bulk_supported()) GTEST_SKIP() << "the schedule is the bulk version's";
@@ -931,11 +928,28 @@ TEST(MatmulTest, StreamDynamicScheduleMatchesStatic) {
     }
   }
   EXPECT_EQ(trials, 72);
-  ctx.set_stream_stages(0);
+}
+
+// The norm fold and the SwiGLU epilogue under the dynamic schedule: their own checks (bits against
+// the unfolded launches, the oracle), forced dynamic. Short, for the sanitizers.
+TEST(MatmulTest, StreamDynamicScheduleFolds) {
+  MEGAOPS_REQUIRE_GPU();
+  if (!matmul_stream_bulk_supported()) GTEST_SKIP() << "the schedule is the bulk version's";
+  std::mt19937_64 rng(test_seed() + 22);
+  MatmulContext ctx;
+  ctx.set_stream_bulk(true);
   check_silu_epilogue(ctx, 1, 3072, 1024, true, true, rng, StreamSchedule::Dynamic);
   check_silu_epilogue(ctx, 1, 12, 1032, false, false, rng, StreamSchedule::Dynamic);
   check_norm_fold(ctx, 1, 700, 4096, true, true, DType::BF16, true, rng, StreamSchedule::Dynamic);
+}
 
+// 4100 dynamic launches through one context, each into a poisoned output: the launches past 4096
+// reuse the first counter pairs, which hand out no block (the output keeps its poison) unless
+// the launch before zeroed them.
+TEST(MatmulTest, StreamDynamicScheduleReusesItsCounters) {
+  MEGAOPS_REQUIRE_GPU();
+  if (!matmul_stream_bulk_supported()) GTEST_SKIP() << "the schedule is the bulk version's";
+  std::mt19937_64 rng(test_seed() + 23);
   MatmulContext fresh;  // its counter pairs start at the first
   fresh.set_stream_bulk(true);
   const Problem pr(1, 512, 1024, 1024, 512, rng);
