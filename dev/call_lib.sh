@@ -60,3 +60,23 @@ wait_done() {
   done
   echo "after $(($(date +%s) - $(cat "$R/t0"))) s: $(cd "$R" && ls -- *.done 2>/dev/null | tr '\n' ' ')"
 }
+# The table of build folder $1 (four presets, batch 1 / 8 / 32, conventional PDL off / on and the
+# PDL chain) into $O/table_PRESET.{log,json}, each row within what is left of a $2-second call.
+table_rows() {
+  local bin=$1 budget=$2 m
+  for m in llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b; do
+    bench_rows table_$m "$bin" "$budget" --preset $m --batch 1,8,32 --pdl both --backend both \
+      --overlap-streams 1 --overlap-pdl-chain
+  done
+}
+# compute-sanitizer racecheck over the GPU tests of build folder $1 matching filter $2, within
+# $3 seconds, into $O/sanitize_racecheck.log; the outcome and summary lines go to run.log.
+racecheck_tests() {
+  local bin=$1 filter=$2 limit=$3
+  log "compute-sanitizer racecheck over $filter ($limit s)"
+  timeout -k 5 "$limit" compute-sanitizer --tool racecheck --error-exitcode 9 \
+    "$bin/megaops_gpu_tests" --gtest_filter="$filter" >"$O/sanitize_racecheck.log" 2>&1
+  echo "racecheck rc=$?" | tee -a "$O/run.log"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED) |^\[       OK" \
+    "$O/sanitize_racecheck.log" | tail -6 | tee -a "$O/run.log"
+}

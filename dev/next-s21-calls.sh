@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Written in the twentieth session (device time spent), for the next one's first call on one
+# H200. Build: scripts/build_variant.sh main; scripts/pack_variants.sh main (check
+# .carry/main/GIT_SHA against `git log`). Run as `bash dev/next-s21-calls.sh` with carry
+# [".carry/pack.tar.xz"].
+#   1. racecheck over the dynamic schedule's short test (the folds and the epilogue forced
+#      dynamic; the whole dynamic test did not finish under racecheck in 377 s);
+#   2. a chain soak of llama3.1-8b at batch 1 (its gate_up runs the dynamic schedule: the
+#      counters' zeroing over every step), tokens against the conventional step;
+#   3. the table (four presets, batch 1 / 8 / 32), with what is left.
+. dev/call_lib.sh
+unpack_builds
+racecheck_tests $X/main 'MatmulTest.StreamDynamicScheduleFolds' 150
+log "soak: llama3.1-8b chain, batch 1, 120 s"
+MEGAOPS_WATCHDOG_MS=2000 MEGAOPS_SOAK_SECONDS=120 MEGAOPS_SOAK_PRESET=llama3.1-8b MEGAOPS_SOAK_BATCH=1 \
+  MEGAOPS_SOAK_PDL_CHAIN=1 \
+  timeout -k 5 200 $X/main/megaops_gpu_tests --gtest_filter='Overlap.Soak' >$O/soak.log 2>&1
+echo "soak rc=$?" | tee -a $O/run.log
+grep -E "steps|mismatch|OK \]|FAILED" $O/soak.log | tail -4 | tee -a $O/run.log
+table_rows $X/main 590
+call_finish
