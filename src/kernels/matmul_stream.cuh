@@ -35,7 +35,7 @@ struct StreamMatmulArgs {
   // On (silu_out.on()): y is not written; the epilogue writes bf16(silu(gate) * up) of the fp32
   // row sums (kernels/act_fold.cuh). Bulk version only; n = 2 * silu_out.inter.
   SiluMulEpilogue silu_out;
-  // The order a CTA takes its row blocks in (bulk version, m = 1; matmul_stream_schedule):
+  // The order a CTA takes its row blocks in (bulk version, m = 1; kernels/matmul_dispatch.h):
   // Static, a contiguous range fixed by its index; Dynamic, its first block by its index and the
   // rest from a ticket counter as it finishes, so CTAs on faster SMs take more; Auto, Dynamic
   // where the launch has many row blocks a CTA (matmul_stream_dynamic). Dynamic needs `sched`:
