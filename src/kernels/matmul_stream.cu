@@ -560,8 +560,8 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
 
   // The weights need no wait: the producer fills the whole ring before anyone waits for x.
   int p_rb = DYN ? static_cast<int>(blockIdx.x) : rb0, p_ks = 0, p_t = 0;
-  unsigned p_next = blockIdx.x;  // DYN: the row block the next block start takes
-  bool p_done = false;           // DYN: the end slot is issued
+  unsigned p_next = blockIdx.x;       // DYN: the row block the next block start takes
+  bool p_done = false;                // DYN: the end slot is issued
   auto produce = [&]() {
     const int slot = p_t % stages;
     if constexpr (DYN) {
@@ -792,6 +792,14 @@ cudaError_t launch_streaming(Kernel kernel, int threads, int64_t fixed, int64_t 
   return launch_kernel(kernel, dim3(grid), dim3(threads), smem, opt, a, s);
 }
 
+// The bulk kernel for a's launch, DYN or not: with the SwiGLU epilogue y is not written, one
+// OutT. Every instantiation has the same signature.
+template <int M, typename OutT, bool DYN>
+auto bulk_kernel(const StreamMatmulArgs& a) {
+  return a.silu_out.on() ? matmul_stream_bulk_kernel<M, float, true, DYN>
+                         : matmul_stream_bulk_kernel<M, OutT, false, DYN>;
+}
+
 template <typename OutT, int M>
 cudaError_t launch_stream_m(const StreamMatmulArgs& a, int max_ctas, int stages,
                             const LaunchOptions& opt, KernelFootprint* footprint, bool bulk) {
@@ -800,31 +808,28 @@ cudaError_t launch_stream_m(const StreamMatmulArgs& a, int max_ctas, int stages,
   // x (bf16), the row partials; a slot and its two mbarriers
   const int64_t bulk_fixed = M * kpad * 2 + BK_RED_FLOATS * 4, bulk_stage = ST_STAGE_BYTES + 2 * 8;
   if (bulk) {
-    // With the SwiGLU epilogue y is not written: one OutT.
     auto launch_bulk = [&](auto kernel, int64_t stage_bytes, KernelFootprint* fp) {
       return launch_streaming(kernel, BK_THREADS, bulk_fixed, stage_bytes, BK_DEFAULT_STAGES, a,
                               max_ctas, stages, opt, fp, true);
     };
-    auto launch_static = [&](KernelFootprint* fp) {
-      return a.silu_out.on()
-                 ? launch_bulk(matmul_stream_bulk_kernel<M, float, true>, bulk_stage, fp)
-                 : launch_bulk(matmul_stream_bulk_kernel<M, OutT>, bulk_stage, fp);
-    };
+    bool dynamic = false;
     if constexpr (M == 1) {
       if (a.sched != nullptr && a.schedule != StreamSchedule::Static) {
         KernelFootprint fixed_grid;  // the static launch's grid decides Auto
-        if (const cudaError_t err = launch_static(&fixed_grid); err != cudaSuccess) return err;
-        if (a.schedule == StreamSchedule::Dynamic ||
-            matmul_stream_dynamic((a.n + ST_ROWS - 1) / ST_ROWS, fixed_grid.ctas)) {
-          const int64_t dyn_stage = bulk_stage + 4;  // and the slot's row block
-          return a.silu_out.on() ? launch_bulk(matmul_stream_bulk_kernel<1, float, true, true>,
-                                               dyn_stage, footprint)
-                                 : launch_bulk(matmul_stream_bulk_kernel<1, OutT, false, true>,
-                                               dyn_stage, footprint);
-        }
+        if (const cudaError_t err =
+                launch_bulk(bulk_kernel<M, OutT, false>(a), bulk_stage, &fixed_grid);
+            err != cudaSuccess)
+          return err;
+        dynamic = a.schedule == StreamSchedule::Dynamic ||
+                  matmul_stream_dynamic((a.n + ST_ROWS - 1) / ST_ROWS, fixed_grid.ctas);
       }
     }
-    return launch_static(footprint);
+    // The dynamic schedule's slots also hold their row block.
+    const cudaError_t err =
+        dynamic ? launch_bulk(bulk_kernel<1, OutT, true>(a), bulk_stage + 4, footprint)
+                : launch_bulk(bulk_kernel<M, OutT, false>(a), bulk_stage, footprint);
+    if (footprint != nullptr) footprint->dynamic_schedule = dynamic;
+    return err;
   }
   return launch_streaming(matmul_stream_kernel<M, OutT>, ST_THREADS, x_bytes, ST_STAGE_BYTES,
                           ST_DEFAULT_STAGES, a, max_ctas, stages, opt, footprint, false);

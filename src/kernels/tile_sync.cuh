@@ -73,6 +73,9 @@ struct TileSync {
 struct KernelFootprint {
   int ctas = 0;
   int blocks_per_sm = 0;
+  // The bulk streaming matmul only: its CTAs take row blocks from a ticket counter
+  // (StreamSchedule::Dynamic, kernels/matmul_stream.cuh) rather than a fixed range.
+  bool dynamic_schedule = false;
 };
 
 // Occupancy of `kernel` with `threads` per CTA and `smem` dynamic shared memory.
