@@ -342,6 +342,14 @@ void expect_within_one_bf16_ulp(const std::vector<float>& got, const std::vector
                      << "first " << first << ": " << got[first] << " vs " << want[first];
 }
 
+// Whether run_stream(p) takes the dynamic row-block schedule (its footprint says), as `want`: a
+// dynamic test whose launch fell back to the static schedule would pass trivially.
+void expect_dynamic_schedule(const MatmulContext& ctx, const MatmulParams& p, bool want) {
+  KernelFootprint fp;
+  ASSERT_EQ(ctx.stream_footprint(p, &fp), cudaSuccess);
+  EXPECT_EQ(fp.dynamic_schedule, want) << "the launch's row-block schedule";
+}
+
 // A [rows, n] output of `dtype` downloaded as floats.
 std::vector<float> download_floats(const Output& out) {
   const std::vector<uint8_t> raw = out.buf.download();
@@ -449,11 +457,7 @@ void check_norm_fold(MatmulContext& ctx, int m, int n, int k, bool with_delta, b
                     reinterpret_cast<const bf16*>(w_dev.ptr), nullptr, y_dtype, m, n, k);
   p.launch.pdl = pdl;
   p.stream_schedule = schedule;
-  if (schedule == StreamSchedule::Dynamic) {
-    KernelFootprint fp;
-    ASSERT_EQ(ctx.stream_footprint(p, &fp), cudaSuccess);
-    EXPECT_TRUE(fp.dynamic_schedule) << "the launch did not take the dynamic schedule";
-  }
+  if (schedule == StreamSchedule::Dynamic) expect_dynamic_schedule(ctx, p, true);
   expect_fold_matches_unfolded(
       ctx, p,
       [&](MatmulParams& q) {
@@ -822,11 +826,7 @@ void check_silu_epilogue(MatmulContext& ctx, int m, int inter, int k, bool norm_
   q.silu_out.ld = ld;
   q.silu_out.inter = inter;
   EXPECT_EQ(ctx.path(q), MatmulPath::Stream);
-  if (schedule == StreamSchedule::Dynamic) {
-    KernelFootprint fp;
-    ASSERT_EQ(ctx.stream_footprint(q, &fp), cudaSuccess);
-    EXPECT_TRUE(fp.dynamic_schedule) << "the epilogue's launch did not take the dynamic schedule";
-  }
+  if (schedule == StreamSchedule::Dynamic) expect_dynamic_schedule(ctx, q, true);
   ASSERT_EQ(ctx.run_stream(q), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> got = act.download();
@@ -925,14 +925,11 @@ TEST(MatmulTest, StreamDynamicScheduleMatchesStatic) {
           p.max_ctas = max_ctas;
           if (seed > 0) p.sync.delay = DelayParams{4000, seed * 7919 + uint64_t(max_ctas)};
           p.stream_schedule = StreamSchedule::Static;
-          KernelFootprint fp;
-          ASSERT_EQ(ctx.stream_footprint(p, &fp), cudaSuccess);
-          EXPECT_FALSE(fp.dynamic_schedule);
+          expect_dynamic_schedule(ctx, p, false);
           ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
           p.y = dyn.buf.ptr;
           p.stream_schedule = StreamSchedule::Dynamic;
-          ASSERT_EQ(ctx.stream_footprint(p, &fp), cudaSuccess);
-          EXPECT_TRUE(fp.dynamic_schedule) << "the launch did not take the dynamic schedule";
+          expect_dynamic_schedule(ctx, p, true);
           ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
           EXPECT_EQ(first_bit_difference(dyn.buf.download(), fixed.buf.download()), -1)
@@ -947,18 +944,16 @@ TEST(MatmulTest, StreamDynamicScheduleMatchesStatic) {
   const Problem pr(1, 512, 1024, 1024, 512, rng);
   Output out(DType::F32, 1, pr.ldy);
   MatmulParams p = pr.params(out.buf.ptr, DType::F32, false);
-  KernelFootprint fp;
   for (const auto& [max_ctas, want] : std::vector<std::pair<int, bool>>{{8, true}, {16, false}}) {
+    SCOPED_TRACE("max_ctas " + std::to_string(max_ctas));
     p.max_ctas = max_ctas;
-    ASSERT_EQ(ctx.stream_footprint(p, &fp), cudaSuccess);
-    EXPECT_EQ(fp.dynamic_schedule, want) << "max_ctas " << max_ctas;
+    expect_dynamic_schedule(ctx, p, want);
   }
   const Problem pr2(2, 512, 1024, 1024, 512, rng);
   MatmulParams p2 = pr2.params(out.buf.ptr, DType::F32, false);
   p2.max_ctas = 8;
   p2.stream_schedule = StreamSchedule::Dynamic;
-  ASSERT_EQ(ctx.stream_footprint(p2, &fp), cudaSuccess);
-  EXPECT_FALSE(fp.dynamic_schedule) << "m = 2 has no dynamic instantiation";
+  expect_dynamic_schedule(ctx, p2, false);  // m = 2 has no dynamic instantiation
 }
 
 // The norm fold and the SwiGLU epilogue under the dynamic schedule: their own checks (bits against
@@ -988,9 +983,7 @@ TEST(MatmulTest, StreamDynamicScheduleReusesItsCounters) {
   MatmulParams p = pr.params(out.buf.ptr, DType::F32, false);
   p.max_ctas = 8;  // 64 row blocks: 56 from tickets
   p.stream_schedule = StreamSchedule::Dynamic;
-  KernelFootprint fp;
-  ASSERT_EQ(fresh.stream_footprint(p, &fp), cudaSuccess);
-  ASSERT_TRUE(fp.dynamic_schedule);
+  expect_dynamic_schedule(fresh, p, true);
   for (int i = 0; i < 4100; ++i) {
     ASSERT_EQ(cudaMemset(out.buf.ptr, 0xff, out.elems * sizeof(float)), cudaSuccess);
     ASSERT_EQ(fresh.run_stream(p), cudaSuccess);
