@@ -9,7 +9,7 @@
 #      counters' zeroing over every step), tokens against the conventional step;
 #   3. llama3.1-8b's per-op profile (events between ops, no PDL) with its MLP on cuBLASLt and on
 #      the bulk kernel (MEGAOPS_MATMUL_STREAM_SHAPES): where conventional + PDL loses ~4 us a
-#      layer on the bulk kernel against bench-matmul's 2.4 (perf-notes item 40);
+#      layer on the bulk kernel against bench-matmul's 3.1 (perf-notes item 40);
 #   4. the table (four presets, batch 1 / 8 / 32), with what is left.
 . dev/call_lib.sh
 unpack_builds
