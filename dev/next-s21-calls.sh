@@ -3,6 +3,8 @@
 # H200. Build: scripts/build_variant.sh main; scripts/pack_variants.sh main (check
 # .carry/main/GIT_SHA against `git log`). Run as `bash dev/next-s21-calls.sh` with carry
 # [".carry/pack.tar.xz"].
+#   0. the matmul GPU tests of HEAD (b7767a8's launch changes and the dynamic tests' schedule
+#      checks ran on no GPU; the device code is 7ee84b9's);
 #   1. racecheck over the dynamic schedule's short test (the folds and the epilogue forced
 #      dynamic; the whole dynamic test did not finish under racecheck in 377 s);
 #   2. a chain soak of llama3.1-8b at batch 1 (its gate_up runs the dynamic schedule: the
@@ -13,6 +15,7 @@
 #   4. the table (four presets, batch 1 / 8 / 32), with what is left.
 . dev/call_lib.sh
 unpack_builds
+gpu_tests matmul $X/main 120 'MatmulTest.*'
 racecheck_tests $X/main 'MatmulTest.StreamDynamicScheduleFolds' 150
 log "soak: llama3.1-8b chain, batch 1, 120 s"
 MEGAOPS_WATCHDOG_MS=2000 MEGAOPS_SOAK_SECONDS=120 MEGAOPS_SOAK_PRESET=llama3.1-8b MEGAOPS_SOAK_BATCH=1 \
