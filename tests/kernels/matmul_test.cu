@@ -452,9 +452,10 @@ void check_norm_fold(MatmulContext& ctx, int m, int n, int k, bool with_delta, b
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> x_gpu = from_bf16_bits(x_dev.download());
   expect_within_one_bf16_ulp(x_gpu, xn, "add_rmsnorm's x");
+  // y set here (expect_fold_matches_unfolded sets it again): the footprint check validates it.
   MatmulParams p =
       matmul_params(reinterpret_cast<const bf16*>(x_dev.ptr),
-                    reinterpret_cast<const bf16*>(w_dev.ptr), nullptr, y_dtype, m, n, k);
+                    reinterpret_cast<const bf16*>(w_dev.ptr), y_norm.buf.ptr, y_dtype, m, n, k);
   p.launch.pdl = pdl;
   p.stream_schedule = schedule;
   if (schedule == StreamSchedule::Dynamic) expect_dynamic_schedule(ctx, p, true);
