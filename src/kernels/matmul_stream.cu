@@ -291,6 +291,13 @@ constexpr int BK_THREADS = (BK_WARPS + 1) * 32;
 // 6).
 constexpr int BK_DEFAULT_STAGES = 4;
 constexpr int BK_RED_FLOATS = 2 * BK_WARPS * MATMUL_STREAM_M_MAX * ST_ROWS;  // two row blocks
+// The ring's first slot starts at a multiple of this many bytes of the shared window (the launch
+// asks for that much more shared memory). Dynamic shared memory follows the kernel's static
+// shared memory (16 bytes of trace stamps, kernels/tile_sync.cuh), so without it every bulk copy
+// landed 16 bytes past a 128-byte line: ncu (bench/results/2026-12-01-s21-call2) counted 25% more
+// L2 sectors read by the TMA than the weights hold (9.18 M for 7.34 M on the 8B's gate_up) in
+// 1.67-sector requests, against cuBLASLt's 4-sector requests and 6% (perf-notes item 41).
+constexpr int BK_RING_ALIGN = 128;
 
 #ifdef MEGAOPS_STREAM_BULK
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
@@ -531,7 +538,9 @@ template <int M, typename OutT, bool EPI = false, bool DYN = false>
 __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
     matmul_stream_bulk_kernel(StreamMatmulArgs a, int stages) {
 #ifdef MEGAOPS_STREAM_BULK
-  extern __shared__ __align__(16) uint8_t smem[];
+  extern __shared__ __align__(16) uint8_t smem_window[];
+  uint8_t* smem =
+      smem_window + ((BK_RING_ALIGN - shared_addr(smem_window) % BK_RING_ALIGN) % BK_RING_ALIGN);
   const int kstages = (a.k + ST_KC - 1) / ST_KC;
   const int kpad = kstages * ST_KC;
   bf16* ring = reinterpret_cast<bf16*>(smem);                      // stages x [ST_ROWS][ST_KC]
@@ -560,8 +569,8 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
 
   // The weights need no wait: the producer fills the whole ring before anyone waits for x.
   int p_rb = DYN ? static_cast<int>(blockIdx.x) : rb0, p_ks = 0, p_t = 0;
-  unsigned p_next = blockIdx.x;       // DYN: the row block the next block start takes
-  bool p_done = false;                // DYN: the end slot is issued
+  unsigned p_next = blockIdx.x;  // DYN: the row block the next block start takes
+  bool p_done = false;           // DYN: the end slot is issued
   auto produce = [&]() {
     const int slot = p_t % stages;
     if constexpr (DYN) {
@@ -805,8 +814,9 @@ cudaError_t launch_stream_m(const StreamMatmulArgs& a, int max_ctas, int stages,
                             const LaunchOptions& opt, KernelFootprint* footprint, bool bulk) {
   const int64_t kpad = (static_cast<int64_t>(a.k) + ST_KC - 1) / ST_KC * ST_KC;
   const int64_t x_bytes = M * kpad * 4;  // the ring version's x: fp32
-  // x (bf16), the row partials; a slot and its two mbarriers
-  const int64_t bulk_fixed = M * kpad * 2 + BK_RED_FLOATS * 4, bulk_stage = ST_STAGE_BYTES + 2 * 8;
+  // The ring's alignment, x (bf16), the row partials; a slot and its two mbarriers
+  const int64_t bulk_fixed = BK_RING_ALIGN + M * kpad * 2 + BK_RED_FLOATS * 4,
+                bulk_stage = ST_STAGE_BYTES + 2 * 8;
   if (bulk) {
     auto launch_bulk = [&](auto kernel, int64_t stage_bytes, KernelFootprint* fp) {
       return launch_streaming(kernel, BK_THREADS, bulk_fixed, stage_bytes, BK_DEFAULT_STAGES, a,
