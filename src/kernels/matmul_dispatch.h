@@ -95,10 +95,11 @@ constexpr int64_t MATMUL_DISPATCH_STREAM_K_MAX = 4096;
 // QKV / O as above. Measured (bench/results/2026-11-30-s9-call2, one H200, ms/token PDL off / on,
 // rows alternated): llama3.2-1b 1.083-1.091 / 1.024-1.027 -> 1.042-1.045 / 0.950-0.952, qwen3-0.6b
 // 1.138-1.140 / 0.885-0.887 -> 1.053-1.056 / 0.836-0.841; llama3.1-8b with PDL 4.494-4.520 ->
-// 4.416-4.425 (the ring version's 8B QKV / O replaced). Not taken: the long streams (gate_up, the
-// 8B's down, LM heads), where cuBLASLt stays ahead (every matmul on it: llama3.1-8b 5.51 / 5.10,
-// llama3.2-1b 1.084 / 0.956), and the 8B-class QKV / O without PDL (llama3.1-8b 4.71-4.73 ->
-// 4.77; qwen3-8b 5.003 -> 4.892, the two disagree). m = 2 is not measured.
+// 4.416-4.425 (the ring version's 8B QKV / O replaced). Not taken then: the long streams (gate_up,
+// the 8B's down, LM heads), where cuBLASLt was ahead (every matmul on it: llama3.1-8b 5.51 / 5.10,
+// llama3.2-1b 1.084 / 0.956) until the aligned ring (below), and the 8B-class QKV / O without PDL
+// (llama3.1-8b 4.71-4.73 -> 4.77; qwen3-8b 5.003 -> 4.892, the two disagree). m = 2 is not
+// measured.
 constexpr int64_t MATMUL_DISPATCH_BULK_QKVO_N_MAX = 4096;
 // And, at m = 1 with either PDL setting, the 0.6B-class gate_up (k <= 1024, n <= 8192: 6144 x
 // 1024), which otherwise runs on the small-m kernel. Measured (bench/results/2026-11-30-s12-call1,
@@ -108,29 +109,42 @@ constexpr int64_t MATMUL_DISPATCH_BULK_QKVO_N_MAX = 4096;
 // (16384 x 2048) on the same kernel lost (overlap 1.174-1.183 -> 1.198, PDL off 1.053
 // -> 1.086-1.090), so it stays on cuBLASLt.
 constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP_K_MAX = 1024;
-// Under PDL, also the 1B-class gate_up (k <= 2048, n <= 16384: 16384 x 2048) on the bulk kernel:
-// the PDL chain then folds the norm before it (kernels/norm_fold.cuh) and has no vendor GEMM in
-// the layer. Measured (bench/results/2026-11-30-s16-call2, one H200, rows alternated,
-// llama3.2-1b batch 1, ms/token, conventional + PDL / chain): 0.932-0.933 / 0.886-0.888 against
-// 0.934-0.944 / 0.918-0.928 with it on cuBLASLt. Without PDL it stays on cuBLASLt (item 30 above).
-constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP_PDL_K_MAX = 2048;
-constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP_PDL_N_MAX = 16384;
+// Also the 1B-class gate_up (k <= 2048, n <= 16384: 16384 x 2048) on the bulk kernel: the PDL
+// chain then folds the norm before it (kernels/norm_fold.cuh) and has no vendor GEMM in the
+// layer. Measured (bench/results/2026-11-30-s16-call2, one H200, rows alternated, llama3.2-1b
+// batch 1, ms/token, conventional + PDL / chain): 0.932-0.933 / 0.886-0.888 against 0.934-0.944 /
+// 0.918-0.928 with it on cuBLASLt. Without PDL it was on cuBLASLt (item 30 above) until the
+// aligned ring (perf-notes item 41): since, the PDL-off step measures the same either way
+// (bench/results/2026-12-01-s21-call4, rows alternated: 1.0069 / 1.0077 against 1.0066 /
+// 1.0068 ms), and one rule serves both.
+constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP1B_K_MAX = 2048;
+constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP1B_N_MAX = 16384;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_N_MAX = 2048;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN_K_MAX = 8192;
-// Under PDL, also the 8B-class MLP: gate_up (2048 < k <= 4096, 16384 < n <= 32768) and down
-// (2048 < n <= 4096, 8192 < k <= 16384), with the dynamic schedule on gate_up (above). The PDL
-// chain then folds the norm into gate_up and the SwiGLU into its epilogue with the conventional
-// step's arithmetic, and its layer has no vendor GEMM. A trade: measured
-// (bench/results/2026-11-30-s20-call3, one H200, rows alternated, batch 1, ms/token,
-// conventional + PDL / chain) llama3.1-8b 4.341 / 4.288 -> 4.470 / 4.209, qwen3-8b 4.585 / 4.429
-// -> 4.660 / 4.311: the chain 1.8% / 2.7% faster, conventional + PDL 3.0% / 1.6% slower (the bulk
-// kernel is still ~4% behind tuned cuBLASLt on gate_up: 58.2 against 55.8 us). On the static
-// schedule the chain gained less and conventional + PDL lost more (`-s20-call2`: 4.343 / 4.580
-// against 4.242 / 4.509). Without PDL, the default step, it stays on cuBLASLt.
+// Also the 8B-class MLP: gate_up (2048 < k <= 4096, 16384 < n <= 32768) and down (2048 < n <=
+// 4096, 8192 < k <= 16384), with the dynamic schedule on gate_up (above). The PDL chain then
+// folds the norm into gate_up and the SwiGLU into its epilogue with the conventional step's
+// arithmetic, and its layer has no vendor GEMM. Under PDL since 7ee84b9 (bench/results/
+// 2026-11-30-s20-call3: the chain 1.8% / 2.7% faster, conventional + PDL 3.0% / 1.6% slower while
+// the kernel was 4% behind tuned cuBLASLt on gate_up); without PDL too since the aligned ring
+// (perf-notes item 41: gate_up 53.8 against tuned cuBLASLt's 56.8 us, down 29.3 against 32.8,
+// bench/results/2026-12-01-s21-call3), measured with the LM head rule below
+// (bench/results/2026-12-01-s21-call4, rows alternated, batch 1, PDL off, ms/token): llama3.1-8b
+// 4.551 / 4.553 -> 4.516 / 4.501, qwen3-8b 4.746 / 4.745 -> 4.705 / 4.706.
 constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP8B_K_MAX = 4096;
 constexpr int64_t MATMUL_DISPATCH_BULK_GATEUP8B_N_MAX = 32768;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN8B_N_MAX = 4096;
 constexpr int64_t MATMUL_DISPATCH_BULK_DOWN8B_K_MAX = 16384;
+// And the LM heads (n >= 65536 rows: the vocabulary) of any k that fits, with either PDL
+// setting: on the aligned ring the bulk kernel reads them at the plain read's rate (8B 232.5 us
+// against tuned cuBLASLt's 243.6, 1B 116.7 against 123.8, qwen3-8b 274.8 against 288.6;
+// `-s21-call3`). Rows alternated (`-s21-call4`, batch 1, conventional PDL off / on / chain,
+// ms/token, default -> LM head on the bulk kernel): llama3.1-8b 4.551 / 4.200 / 3.918 -> 4.516 /
+// 4.195 / 3.916 and 4.553 / 4.199 / 3.922 -> 4.501 / 4.189 / 3.901; qwen3-8b 4.746 / 4.368 /
+// 4.045 -> 4.705 / 4.347 / 4.026 (twice alike); llama3.2-1b 1.007 / 0.903 / 0.796 -> 1.007 /
+// 0.895 / 0.795 and 1.008 / 0.902 / 0.798 -> 1.007 / 0.896 / 0.797; qwen3-0.6b level (0.825 /
+// 0.733 -> 0.824 / 0.729, 0.821 / 0.727 -> 0.825 / 0.732).
+constexpr int64_t MATMUL_DISPATCH_BULK_LM_HEAD_N_MIN = 65536;
 
 // CTAs an SM of the bulk streaming kernel, of the `fit` that fit by registers and shared memory
 // (three at m = 1 since 7c092d2: 72 registers, x as bf16): at most
@@ -165,13 +179,12 @@ constexpr MatmulPath matmul_dispatch_path(int64_t m, int64_t n, int64_t k, bool 
       ((k <= MATMUL_DISPATCH_SMALL_K_MAX && n <= MATMUL_DISPATCH_BULK_QKVO_N_MAX) ||
        (k <= MATMUL_DISPATCH_BULK_GATEUP_K_MAX && n <= MATMUL_DISPATCH_SMALL_N_MAX) ||
        (n <= MATMUL_DISPATCH_BULK_DOWN_N_MAX && k <= MATMUL_DISPATCH_BULK_DOWN_K_MAX) ||
-       (pdl && k <= MATMUL_DISPATCH_BULK_GATEUP_PDL_K_MAX &&
-        n <= MATMUL_DISPATCH_BULK_GATEUP_PDL_N_MAX) ||
-       (pdl && k > MATMUL_DISPATCH_BULK_GATEUP_PDL_K_MAX &&
-        k <= MATMUL_DISPATCH_BULK_GATEUP8B_K_MAX && n > MATMUL_DISPATCH_BULK_GATEUP_PDL_N_MAX &&
-        n <= MATMUL_DISPATCH_BULK_GATEUP8B_N_MAX) ||
-       (pdl && n > MATMUL_DISPATCH_BULK_DOWN_N_MAX && n <= MATMUL_DISPATCH_BULK_DOWN8B_N_MAX &&
-        k > MATMUL_DISPATCH_BULK_DOWN_K_MAX && k <= MATMUL_DISPATCH_BULK_DOWN8B_K_MAX)))
+       (k <= MATMUL_DISPATCH_BULK_GATEUP1B_K_MAX && n <= MATMUL_DISPATCH_BULK_GATEUP1B_N_MAX) ||
+       (k > MATMUL_DISPATCH_BULK_GATEUP1B_K_MAX && k <= MATMUL_DISPATCH_BULK_GATEUP8B_K_MAX &&
+        n > MATMUL_DISPATCH_BULK_GATEUP1B_N_MAX && n <= MATMUL_DISPATCH_BULK_GATEUP8B_N_MAX) ||
+       (n > MATMUL_DISPATCH_BULK_DOWN_N_MAX && n <= MATMUL_DISPATCH_BULK_DOWN8B_N_MAX &&
+        k > MATMUL_DISPATCH_BULK_DOWN_K_MAX && k <= MATMUL_DISPATCH_BULK_DOWN8B_K_MAX) ||
+       n >= MATMUL_DISPATCH_BULK_LM_HEAD_N_MIN))
     return MatmulPath::Stream;
   if (m <= MATMUL_DISPATCH_SMALL_M_MAX && k <= MATMUL_DISPATCH_SMALL_K_MAX &&
       n <= MATMUL_DISPATCH_SMALL_N_MAX)

@@ -42,59 +42,39 @@ TEST(MatmulDispatch, EightBQkvAndOStreamOnlyUnderPdlAtBatchOne) {
   EXPECT_EQ(matmul_dispatch_path(1, 4096, 4096), MatmulPath::CublasLt);  // PDL off by default
 }
 
-TEST(MatmulDispatch, LongWeightStreamsStayOnCublasLt) {
-  for (bool bulk : {true, false}) {
-    for (bool pdl : {false, true}) {
-      // The 8B MLP: on the bulk kernel under PDL at batch 1
-      // (MatmulDispatch.EightBMlpStreamsUnderPdl).
-      if (!(pdl && bulk)) {
-        EXPECT_EQ(matmul_dispatch_path(1, 28672, 4096, pdl, bulk),
-                  MatmulPath::CublasLt);  // gate_up
-        EXPECT_EQ(matmul_dispatch_path(1, 4096, 14336, pdl, bulk), MatmulPath::CublasLt);  // down
-        EXPECT_EQ(matmul_dispatch_path(1, 4096, 12288, pdl, bulk), MatmulPath::CublasLt);  // qwen3
-      }
-      EXPECT_EQ(matmul_dispatch_path(1, 128256, 4096, pdl, bulk), MatmulPath::CublasLt);  // LM head
-      EXPECT_EQ(matmul_dispatch_path(1, 128256, 2048, pdl, bulk), MatmulPath::CublasLt);  // 1B's
-      // 1B gate_up: on the bulk kernel under PDL (MatmulDispatch.OneBGateUpStreamsUnderPdl).
-      if (!(pdl && bulk)) {
-        EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, pdl, bulk), MatmulPath::CublasLt);
-      }
+// The long weight streams (gate_up, the 8B's down, the LM heads) at batch 1: on the bulk kernel
+// with either PDL setting since its ring is aligned (matmul_dispatch.h); on cuBLASLt without bulk
+// copies, at larger batches and for prefill.
+TEST(MatmulDispatch, LongWeightStreamsOnTheBulkKernelAtBatchOne) {
+  for (bool pdl : {false, true}) {
+    for (bool bulk : {true, false}) {
+      const MatmulPath want = bulk ? MatmulPath::Stream : MatmulPath::CublasLt;
+      EXPECT_EQ(matmul_dispatch_path(1, 28672, 4096, pdl, bulk), want);   // llama3.1-8b gate_up
+      EXPECT_EQ(matmul_dispatch_path(1, 4096, 14336, pdl, bulk), want);   // its down
+      EXPECT_EQ(matmul_dispatch_path(1, 24576, 4096, pdl, bulk), want);   // qwen3-8b gate_up
+      EXPECT_EQ(matmul_dispatch_path(1, 4096, 12288, pdl, bulk), want);   // its down
+      EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, pdl, bulk), want);   // llama3.2-1b gate_up
+      EXPECT_EQ(matmul_dispatch_path(1, 128256, 4096, pdl, bulk), want);  // llama3.1-8b LM head
+      EXPECT_EQ(matmul_dispatch_path(1, 151936, 4096, pdl, bulk), want);  // qwen3-8b's
+      EXPECT_EQ(matmul_dispatch_path(1, 128256, 2048, pdl, bulk), want);  // llama3.2-1b's
+      EXPECT_EQ(matmul_dispatch_path(1, 151936, 1024, pdl, bulk), want);  // qwen3-0.6b's
       EXPECT_EQ(matmul_dispatch_path(32, 3072, 2048, pdl, bulk), MatmulPath::CublasLt);  // prefill
+      for (int m : {2, 8, 32}) {
+        EXPECT_EQ(matmul_dispatch_path(m, 28672, 4096, pdl, bulk), MatmulPath::CublasLt) << m;
+        EXPECT_EQ(matmul_dispatch_path(m, 4096, 14336, pdl, bulk), MatmulPath::CublasLt) << m;
+        EXPECT_EQ(matmul_dispatch_path(m, 16384, 2048, pdl, bulk), MatmulPath::CublasLt) << m;
+        EXPECT_EQ(matmul_dispatch_path(m, 128256, 4096, pdl, bulk), MatmulPath::CublasLt) << m;
+      }
     }
+    // Past the rules' bounds: between the gate_up and LM head widths, k past the 8B's, and x too
+    // long for shared memory (k > 16384 at m = 1).
+    EXPECT_EQ(matmul_dispatch_path(1, 32769, 4096, pdl), MatmulPath::CublasLt);
+    EXPECT_EQ(matmul_dispatch_path(1, 65535, 4096, pdl), MatmulPath::CublasLt);
+    EXPECT_EQ(matmul_dispatch_path(1, 65536, 4096, pdl), MatmulPath::Stream);
+    EXPECT_EQ(matmul_dispatch_path(1, 28672, 4104, pdl), MatmulPath::CublasLt);
+    EXPECT_EQ(matmul_dispatch_path(1, 4096, 16392, pdl), MatmulPath::CublasLt);
+    EXPECT_EQ(matmul_dispatch_path(1, 128256, 16392, pdl), MatmulPath::CublasLt);
   }
-}
-
-TEST(MatmulDispatch, OneBGateUpStreamsUnderPdl) {
-  EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, true), MatmulPath::Stream);
-  EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, false), MatmulPath::CublasLt);
-  EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, true, false), MatmulPath::CublasLt);
-  EXPECT_EQ(matmul_dispatch_path(2, 16384, 2048, true), MatmulPath::CublasLt);
-}
-
-// The 8B-class MLP (llama3.1-8b, qwen3-8b) at batch 1 under PDL on the bulk kernel; nothing else
-// moves: the LM heads, larger batches, PDL off, no bulk copies, and the smaller presets' shapes
-// keep their paths.
-TEST(MatmulDispatch, EightBMlpStreamsUnderPdl) {
-  EXPECT_EQ(matmul_dispatch_path(1, 28672, 4096, true), MatmulPath::Stream);  // llama3.1-8b gate_up
-  EXPECT_EQ(matmul_dispatch_path(1, 4096, 14336, true), MatmulPath::Stream);  // its down
-  EXPECT_EQ(matmul_dispatch_path(1, 24576, 4096, true), MatmulPath::Stream);  // qwen3-8b gate_up
-  EXPECT_EQ(matmul_dispatch_path(1, 4096, 12288, true), MatmulPath::Stream);  // its down
-  for (int m : {2, 8, 32}) {
-    EXPECT_EQ(matmul_dispatch_path(m, 28672, 4096, true), MatmulPath::CublasLt) << "m " << m;
-    EXPECT_EQ(matmul_dispatch_path(m, 4096, 14336, true), MatmulPath::CublasLt) << "m " << m;
-  }
-  EXPECT_EQ(matmul_dispatch_path(1, 28672, 4096, false), MatmulPath::CublasLt);
-  EXPECT_EQ(matmul_dispatch_path(1, 4096, 14336, true, false), MatmulPath::CublasLt);
-  EXPECT_EQ(matmul_dispatch_path(1, 128256, 4096, true), MatmulPath::CublasLt);  // LM heads
-  EXPECT_EQ(matmul_dispatch_path(1, 151936, 4096, true), MatmulPath::CublasLt);
-  EXPECT_EQ(matmul_dispatch_path(1, 32769, 4096, true), MatmulPath::CublasLt);  // past the bounds
-  EXPECT_EQ(matmul_dispatch_path(1, 4096, 16392, true), MatmulPath::CublasLt);
-  EXPECT_EQ(matmul_dispatch_path(1, 28672, 4104, true), MatmulPath::CublasLt);
-  // The smaller presets: as without this rule.
-  EXPECT_EQ(matmul_dispatch_path(1, 151936, 1024, true), MatmulPath::CublasLt);  // qwen3-0.6b head
-  EXPECT_EQ(matmul_dispatch_path(1, 128256, 2048, true), MatmulPath::CublasLt);  // llama3.2-1b's
-  EXPECT_EQ(matmul_dispatch_path(1, 2048, 8192, true), MatmulPath::Stream);
-  EXPECT_EQ(matmul_dispatch_path(1, 16384, 2048, true), MatmulPath::Stream);
 }
 
 // The dynamic schedule where a launch has six row blocks a CTA or more: the 8B-class gate_up

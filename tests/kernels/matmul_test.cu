@@ -1400,9 +1400,11 @@ TEST(MatmulTest, EnvironmentKnobs) {
   } else {
     expect_error("MEGAOPS_STREAM_KERNEL", "bulk");  // no bulk copies on this GPU
   }
-  // The 8B's down: on the bulk kernel under PDL, else cuBLASLt (matmul_dispatch_path).
+  // The 8B's down and the LM heads: on the bulk kernel with either PDL setting, else cuBLASLt
+  // (matmul_dispatch_path).
   EXPECT_EQ(path_of(1, 4096, 14336, true), bulk ? MatmulPath::Stream : MatmulPath::CublasLt);
-  EXPECT_EQ(path_of(1, 4096, 14336), MatmulPath::CublasLt);
+  EXPECT_EQ(path_of(1, 4096, 14336), bulk ? MatmulPath::Stream : MatmulPath::CublasLt);
+  EXPECT_EQ(path_of(1, 128256, 2048), bulk ? MatmulPath::Stream : MatmulPath::CublasLt);
   EXPECT_EQ(path_of(2, 6144, 4096, true), MatmulPath::CublasLt);
   {
     const Env env("MEGAOPS_MATMUL_PATH", "cublaslt");
