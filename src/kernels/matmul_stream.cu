@@ -2,8 +2,8 @@
 // the cp.async ring below (any sm_80+ GPU) and the bulk-copy version after it (sm_90), which the
 // default dispatch runs at m = 1 on the shapes of kernels/matmul_dispatch.h (every projection of
 // the presets and their LM heads but the 8B-class QKV / O without PDL). `megaops bench-matmul`
-// compares both with
-// the small-m kernel and cuBLASLt; MEGAOPS_MATMUL_PATH / _STREAM_SHAPES move other shapes here.
+// compares both with the small-m kernel and cuBLASLt; MEGAOPS_MATMUL_PATH / _STREAM_SHAPES move
+// other shapes here.
 //
 // The ring version's history:
 // Why it exists. The small-m kernel (matmul.cu) keeps its weights in registers: 4 KB in flight per
