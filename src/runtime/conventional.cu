@@ -1037,8 +1037,13 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
     silu_op(A.gu, A.act);
     matmul_op(A.act, W.wdown, A.down, h, inter);
   }
-  norm_op(st.layers.back().down, final_norm, st.final_normed);
-  matmul_op(st.final_normed, lm_head, logits, cfg.vocab_size, h);
+  // The final norm folds into the LM head as the layers' norms fold into QKV and gate_up, where
+  // the LM head runs on the bulk streaming kernel (batch 1 since bd933ec). Traced
+  // (bench/results/2026-12-01-s22-call5, llama3.1-8b): the one-CTA final norm's 7.2 us and its
+  // handoff leave the chain, the LM head's span grows 4.7 us (its CTAs' prologue); the step -3 us
+  // in rows alternated, llama3.2-1b level (its final norm took 1.6 us). perf-notes item 43.
+  norm_matmul_op(st.layers.back().down, final_norm, st.final_normed, lm_head, logits,
+                 cfg.vocab_size);
   add_fixed(sample_params(b), sample_footprint, launch_sample);
   StepAdvanceParams sa = step_advance_params(b);
   sa.overlap_step = st.step;
