@@ -119,11 +119,12 @@ void attention_prefill(const float* q, const float* k_cache, const float* v_cach
 }
 
 int argmax(const float* logits, int n) {
-  int best = 0;
-  for (int i = 1; i < n; ++i) {
-    if (logits[i] > logits[best]) best = i;
+  // NaN never wins (the GPU sampler's rule): a NaN first logit must not hide the others.
+  int best = -1;
+  for (int i = 0; i < n; ++i) {
+    if (!std::isnan(logits[i]) && (best < 0 || logits[i] > logits[best])) best = i;
   }
-  return best;
+  return best < 0 ? 0 : best;
 }
 
 float sampling_uniform(uint64_t seed, uint32_t sequence, uint32_t step) {

@@ -39,7 +39,8 @@ void attention_prefill(const float* q, const float* k_cache, const float* v_cach
                        int pos0, int num_heads, int num_kv_heads, int head_dim, float scale,
                        float* out);
 
-// Index of the largest logit; the lowest index wins ties.
+// Index of the largest logit; the lowest index wins ties (-0 ties +0), a NaN never wins, and a row
+// of NaN gives 0.
 int argmax(const float* logits, int n);
 
 // Sampling parameters. temperature <= 0 means greedy. top_k <= 0 disables top-k; top_p >= 1

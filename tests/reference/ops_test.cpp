@@ -272,6 +272,17 @@ TEST_F(OpsTest, ArgmaxPicksTheLowestIndexOnTies) {
   EXPECT_EQ(argmax(y.data(), 2), 1);
 }
 
+// A NaN never wins, wherever it sits (the GPU sampler's rule; the first logit NaN used to make
+// the oracle answer 0); -0 ties +0 at the lower index; only NaN logits give 0.
+TEST_F(OpsTest, ArgmaxSkipsNaN) {
+  std::vector<float> x = {NAN, 1.0f, NAN, 2.0f, 2.0f};
+  EXPECT_EQ(argmax(x.data(), 5), 3);
+  std::vector<float> z = {NAN, -0.0f, 0.0f};
+  EXPECT_EQ(argmax(z.data(), 3), 1);
+  std::vector<float> n = {NAN, NAN};
+  EXPECT_EQ(argmax(n.data(), 2), 0);
+}
+
 TEST_F(OpsTest, SamplingUniformIsTheCounterRngAndInRange) {
   for (uint32_t step = 0; step < 1000; ++step) {
     const float u = sampling_uniform(42, 3, step);
