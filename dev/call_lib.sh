@@ -28,6 +28,21 @@ bench_rows() {
     --prompt 32 --gen 128 --repeats "${BENCH_REPEATS:-3}" --json "$O/$name.json" "$@" >"$O/$name.log" 2>&1
   grep -E " (off|on) +[0-9]|rror" "$O/$name.log" | tee -a "$O/run.log"
 }
+# Rows alternated: two rounds over the presets in $2 (space-separated), each preset's builds in
+# the order $1 (space-separated names under $X) in round 1 and reversed in round 2, every row
+# within what is left of a $3-second call; the rest are bench's arguments. Rows are named
+# BUILD_PRESET_rROUND.
+alternated_rows() {
+  local builds=$1 presets=$2 budget=$3 round m v order
+  shift 3
+  for round in 1 2; do
+    for m in $presets; do
+      order=$builds
+      [ "$round" = 2 ] && order=$(echo "$builds" | tr ' ' '\n' | tac | tr '\n' ' ')
+      for v in $order; do bench_rows "${v}_${m}_r$round" "$X/$v" "$budget" --preset "$m" "$@"; done
+    done
+  done
+}
 # The carried builds (.carry/pack.tar.xz, scripts/pack_variants.sh) unpacked under $X, and the
 # GPU's name, driver and clock into run.log: how every call starts.
 unpack_builds() {

@@ -12,12 +12,7 @@
 unpack_builds
 gpu_tests gsplit_sample $X/gsplit 120 'Sample.*:Chain/OverlapPdlChain.MatchesConventional/tiny_*_b1'
 CH="--batch 1 --pdl on --backend both --overlap-streams 1 --overlap-pdl-chain"
-for round in 1 2; do
-  for m in llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b; do
-    if [ $round = 1 ]; then order="main gsplit clusters"; else order="clusters gsplit main"; fi
-    for v in $order; do bench_rows ${v}_${m}_r$round $X/$v 560 --preset $m $CH; done
-  done
-done
+alternated_rows "main gsplit clusters" "llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b" 560 $CH
 for m in llama3.2-1b llama3.1-8b; do
   timeout $(left 590) $X/marks/megaops trace --preset $m --batch 1 --streams 1 --pdl-chain \
     --out $O/trace_marks_$m.json > $O/trace_marks_$m.log 2>&1
