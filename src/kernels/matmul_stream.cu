@@ -360,10 +360,11 @@ __device__ __forceinline__ void bulk_issue_stage(const StreamMatmulArgs& a, bf16
 }
 
 // Vectors (8 elements) of r that an owner thread of bulk_fold_x keeps in registers between the
-// norm's two passes: rows of k <= 8 * 256 * 4 = 8192 (every preset's hidden size); past them a
+// norm's two passes: rows of k <= 8 * 256 * 2 = 4096 (every preset's hidden size); past them a
 // thread forms r again from the residual rows in the second pass (the same operations: the same
-// bits).
-constexpr int BK_FOLD_KEEP = 4;
+// bits). 2, not 4: with the first pass's loads all in flight together, 4 spilled at m = 1 under
+// the kernel's 72-register bound (ptxas -v).
+constexpr int BK_FOLD_KEEP = 2;
 
 // x for the bulk kernel with a folded norm (kernels/norm_fold.cuh): row b < m is
 // bf16(r / sqrt(mean(r^2) + eps) * weight) with r = residual + delta, into xs ([M][kpad] bf16,
@@ -373,7 +374,12 @@ constexpr int BK_FOLD_KEEP = 4;
 // row, so x and r match its output bit for bit. r waits in the owner's registers between the
 // passes (BK_FOLD_KEEP vectors; any further ones are formed again). Every thread of the CTA calls
 // it (the block sums' barriers); the producer warp adds zeros. `scratch`: RMSNORM_WARPS floats of
-// shared memory nobody else uses until the barrier after this.
+// shared memory nobody else uses until the barrier after this. The norm's gain is already in xs
+// (bulk_fold_stage_weight, before the wait), where each owner reads its vector and writes x over
+// it. The first pass only loads (r's residual_out copy waits for the second), so an owner's
+// loads of all its vectors are in flight together: one L2 round trip after the wait instead of
+// one per vector, and none for the gain, which is a miss queued behind the ring's fill otherwise
+// (the 8B's QKV had x after 3.5 us, its gate_up after 3.7, traced in 2026-12-01-s23-call1).
 template <int M>
 __device__ __forceinline__ void bulk_fold_x(const StreamMatmulArgs& a, bf16* xs, int chunks_per_row,
                                             float* scratch) {
@@ -382,7 +388,6 @@ __device__ __forceinline__ void bulk_fold_x(const StreamMatmulArgs& a, bf16* xs,
   const int vecs = a.k / 8;
   const int t = static_cast<int>(threadIdx.x);
   const bool owner = t < RMSNORM_THREADS;
-  const uint4* weight = reinterpret_cast<const uint4*>(f.weight);
   for (int b = 0; b < M; ++b) {  // b < a.m is the same on every thread
     uint4* x = reinterpret_cast<uint4*>(xs) + b * chunks_per_row;
     for (int v = (b < a.m ? vecs : 0) + t; v < chunks_per_row; v += BK_THREADS)
@@ -409,22 +414,16 @@ __device__ __forceinline__ void bulk_fold_x(const StreamMatmulArgs& a, bf16* xs,
 #pragma unroll
       for (int j = 0; j < BK_FOLD_KEEP; ++j) {
         const int v = t + j * RMSNORM_THREADS;
-        if (v < vecs) {
-          form_r(v, keep0[j], keep1[j]);
-          if (res_out) {
-            res_out[2 * v] = keep0[j];
-            res_out[2 * v + 1] = keep1[j];
-          }
-          sumsq = rmsnorm_sumsq8(sumsq, keep0[j], keep1[j]);
-        }
+        if (v < vecs) form_r(v, keep0[j], keep1[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < BK_FOLD_KEEP; ++j) {
+        const int v = t + j * RMSNORM_THREADS;
+        if (v < vecs) sumsq = rmsnorm_sumsq8(sumsq, keep0[j], keep1[j]);
       }
       for (int v = t + BK_FOLD_KEEP * RMSNORM_THREADS; v < vecs; v += RMSNORM_THREADS) {
         float4 r0, r1;
         form_r(v, r0, r1);
-        if (res_out) {
-          res_out[2 * v] = r0;
-          res_out[2 * v + 1] = r1;
-        }
         sumsq = rmsnorm_sumsq8(sumsq, r0, r1);
       }
     }
@@ -433,13 +432,65 @@ __device__ __forceinline__ void bulk_fold_x(const StreamMatmulArgs& a, bf16* xs,
 #pragma unroll
       for (int j = 0; j < BK_FOLD_KEEP; ++j) {
         const int v = t + j * RMSNORM_THREADS;
-        if (v < vecs) x[v] = rmsnorm_scale8(keep0[j], keep1[j], weight[v], inv_rms);
+        if (v < vecs) {
+          x[v] = rmsnorm_scale8(keep0[j], keep1[j], x[v], inv_rms);
+          if (res_out) {
+            res_out[2 * v] = keep0[j];
+            res_out[2 * v + 1] = keep1[j];
+          }
+        }
       }
       for (int v = t + BK_FOLD_KEEP * RMSNORM_THREADS; v < vecs; v += RMSNORM_THREADS) {
         float4 r0, r1;
         form_r(v, r0, r1);
-        x[v] = rmsnorm_scale8(r0, r1, weight[v], inv_rms);
+        x[v] = rmsnorm_scale8(r0, r1, x[v], inv_rms);
+        if (res_out) {
+          res_out[2 * v] = r0;
+          res_out[2 * v + 1] = r1;
+        }
       }
+    }
+  }
+}
+
+// The norm's gain into xs before the wait (bulk_fold_x reads it there): row b < m of xs gets the
+// gain's k / 8 vectors, vector v stored by the owner thread that later computes x[v] over it, so
+// no barrier is needed between the two. The gain is a weight (nobody writes it), so it may be read
+// before the wait, like the ring's stages.
+template <int M>
+__device__ __forceinline__ void bulk_fold_stage_weight(const StreamMatmulArgs& a, bf16* xs,
+                                                       int chunks_per_row) {
+  const int t = static_cast<int>(threadIdx.x);
+  if (t >= RMSNORM_THREADS) return;
+  const uint4* weight = reinterpret_cast<const uint4*>(a.fold.weight);
+  const int vecs = a.k / 8;
+  for (int b = 0; b < M; ++b) {
+    if (b >= a.m) break;
+    uint4* x = reinterpret_cast<uint4*>(xs) + b * chunks_per_row;
+#pragma unroll 1
+    for (int v = t; v < vecs; v += RMSNORM_THREADS) x[v] = weight[v];
+  }
+}
+
+// x as the predecessor wrote it (no fold) into xs: BK_X_BATCH chunks a thread per round, all
+// loaded before any is stored, so a row of k = 14336 (the 8B's down projection: 1792 chunks over
+// 288 threads) takes two L2 round trips after the wait instead of seven.
+constexpr int BK_X_BATCH = 4;
+template <int M>
+__device__ __forceinline__ void bulk_load_x(const StreamMatmulArgs& a, bf16* xs,
+                                            int chunks_per_row) {
+  const int total = M * chunks_per_row;
+  for (int i0 = static_cast<int>(threadIdx.x); i0 < total; i0 += BK_X_BATCH * BK_THREADS) {
+    uint4 v[BK_X_BATCH];
+#pragma unroll
+    for (int j = 0; j < BK_X_BATCH; ++j) {
+      const int i = i0 + j * BK_THREADS;
+      v[j] = i < total ? x_chunk(a, i, chunks_per_row) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int j = 0; j < BK_X_BATCH; ++j) {
+      const int i = i0 + j * BK_THREADS;
+      if (i < total) reinterpret_cast<uint4*>(xs)[i] = v[j];
     }
   }
 }
@@ -602,20 +653,20 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
     }
   }
   __syncwarp();  // the producer warp reconverges before the CTA-wide barriers below
+  const int x_chunks_per_row = kpad / 8;
+  if (a.fold.on()) bulk_fold_stage_weight<M>(a, xs, x_chunks_per_row);
   tile_sync_wait(a.sync, step);
 
   // x (the predecessor's output: ordinary coherent loads, after the wait), zero past m and k; with
   // a folded norm or SwiGLU, computed from the residual or gate|up rows (the predecessors'
   // outputs, read the same way). The producer lane issues nothing here (the ring is full until the
   // consumers release a slot).
-  const int x_chunks_per_row = kpad / 8;
   if (a.fold.on()) {
     bulk_fold_x<M>(a, xs, x_chunks_per_row, red);  // red is free until the main loop
   } else if (a.silu_fold.on()) {
     bulk_silu_fold_x<M>(a, xs, x_chunks_per_row);
   } else {
-    for (int i = threadIdx.x; i < M * x_chunks_per_row; i += BK_THREADS)
-      reinterpret_cast<uint4*>(xs)[i] = x_chunk(a, i, x_chunks_per_row);
+    bulk_load_x<M>(a, xs, x_chunks_per_row);
   }
   pdl_launch_dependents();
   __syncthreads();
