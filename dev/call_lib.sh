@@ -28,20 +28,39 @@ bench_rows() {
     --prompt 32 --gen 128 --repeats "${BENCH_REPEATS:-3}" --json "$O/$name.json" "$@" >"$O/$name.log" 2>&1
   grep -E " (off|on) +[0-9]|rror" "$O/$name.log" | tee -a "$O/run.log"
 }
-# Rows alternated: two rounds over the presets in $2 (space-separated), each preset's builds in
-# the order $1 (space-separated names under $X) in round 1 and reversed in round 2, every row
-# within what is left of a $3-second call; the rest are bench's arguments. Rows are named
-# BUILD_PRESET_rROUND.
+# Rows alternated: two rounds over the presets in $2 (space-separated), each preset's entries in
+# the order $1 (space-separated) in round 1 and reversed in round 2, every row within what is
+# left of a $3-second call; the rest are bench's arguments. An entry is a build (a name under
+# $X), or LABEL@BUILD[@VAR=value...]: that build with those variables set (one binary under
+# several environments). Rows are named LABEL_PRESET_rROUND (LABEL = the build for a plain one).
 alternated_rows() {
-  local builds=$1 presets=$2 budget=$3 round m v order
+  local entries=$1 presets=$2 budget=$3 round m e v order
   shift 3
   for round in 1 2; do
     for m in $presets; do
-      order=$builds
-      [ "$round" = 2 ] && order=$(echo "$builds" | tr ' ' '\n' | tac | tr '\n' ' ')
-      for v in $order; do bench_rows "${v}_${m}_r$round" "$X/$v" "$budget" --preset "$m" "$@"; done
+      order=$entries
+      [ "$round" = 2 ] && order=$(echo "$entries" | tr ' ' '\n' | tac | tr '\n' ' ')
+      for e in $order; do
+        local parts
+        IFS=@ read -ra parts <<<"$e"
+        # A subshell, so the variables end with the row.
+        (
+          for v in "${parts[@]:2}"; do export "${v?}"; done
+          bench_rows "${parts[0]}_${m}_r$round" "$X/${parts[1]:-${parts[0]}}" "$budget" \
+            --preset "$m" "$@"
+        )
+      done
     done
   done
+}
+# One PDL-chain step of preset $3 at batch 1 traced by build folder $2's megaops (`megaops trace`)
+# into $O/$1.json and .log, within what is left of a $4-second call; its step span goes to
+# run.log. An environment for it is given as a prefix, as for bench_rows.
+chain_trace() {
+  local name=$1 bin=$2 m=$3 budget=$4
+  timeout "$(left "$budget")" "$bin/megaops" trace --preset "$m" --batch 1 --streams 1 \
+    --pdl-chain --out "$O/$name.json" >"$O/$name.log" 2>&1
+  grep "step span" "$O/$name.log" | tee -a "$O/run.log"
 }
 # The carried builds (.carry/pack.tar.xz, scripts/pack_variants.sh) unpacked under $X, and the
 # GPU's name, driver and clock into run.log: how every call starts.

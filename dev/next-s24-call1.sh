@@ -15,37 +15,12 @@ unpack_builds
 MEGAOPS_CHAIN_EARLY_TRIGGER=qkv_proj,attention,o_proj,gate_up_proj,down_proj,lm_head \
   gpu_tests early_tests $X/knobs 90 'Chain/*_b1:Chain/*_b2:Overlap.PdlChain*'
 CH="--batch 1 --pdl on --backend both --overlap-streams 1 --overlap-pdl-chain"
-# NAME|ENV (space-separated VAR=value, or -) for the knobs build; "main" runs the main build.
-CONFIGS_SMALL="main knobs|- down3|MEGAOPS_STREAM_STAGES_FOR=2048x8192:3,1024x3072:3 qkv3|MEGAOPS_STREAM_STAGES_FOR=3072x2048:3,4096x1024:3
-  eo|MEGAOPS_CHAIN_EARLY_TRIGGER=o_proj ea|MEGAOPS_CHAIN_EARLY_TRIGGER=attention
-  eq|MEGAOPS_CHAIN_EARLY_TRIGGER=qkv_proj ed|MEGAOPS_CHAIN_EARLY_TRIGGER=down_proj"
-CONFIGS_8B="main knobs|- eo|MEGAOPS_CHAIN_EARLY_TRIGGER=o_proj down2|MEGAOPS_STREAM_STAGES_FOR=4096x14336:2"
-rows() {  # rows PRESET ROUND CONFIGS
-  local m=$1 round=$2 c name envs
-  for c in $3; do
-    name=${c%%|*}
-    if [ "$name" = main ]; then bench_rows main_${m}_r$round $X/main 400 --preset $m $CH; continue; fi
-    envs=${c#*|}
-    [ "$envs" = - ] && envs=
-    # An assignment before a function call exports it to the commands inside for that call.
-    eval "$envs bench_rows ${name}_${m}_r$round $X/knobs 400 --preset $m $CH"
-  done
-}
-for round in 1 2; do
-  order=$CONFIGS_SMALL
-  [ $round = 2 ] && order=$(echo $CONFIGS_SMALL | tr ' ' '\n' | tac | tr '\n' ' ')
-  rows llama3.2-1b $round "$order"
-  rows qwen3-0.6b $round "$order"
-done
-for round in 1 2; do
-  order=$CONFIGS_8B
-  [ $round = 2 ] && order=$(echo $CONFIGS_8B | tr ' ' '\n' | tac | tr '\n' ' ')
-  rows llama3.1-8b $round "$order"
-done
-for c in "eo MEGAOPS_CHAIN_EARLY_TRIGGER=o_proj" "down3 MEGAOPS_STREAM_STAGES_FOR=2048x8192:3"; do
-  set -- $c
-  env $2 timeout $(left 410) $X/knobsmarks/megaops trace --preset llama3.2-1b --batch 1 --streams 1 \
-    --pdl-chain --out $O/trace_marks_$1.json > $O/trace_marks_$1.log 2>&1
-  grep "step span" $O/trace_marks_$1.log | tee -a $O/run.log
-done
+# alternated_rows entries LABEL@BUILD@VAR=value: the knobs build under several environments.
+S=MEGAOPS_STREAM_STAGES_FOR E=MEGAOPS_CHAIN_EARLY_TRIGGER
+alternated_rows "main knobs down3@knobs@$S=2048x8192:3,1024x3072:3 qkv3@knobs@$S=3072x2048:3,4096x1024:3
+  eo@knobs@$E=o_proj ea@knobs@$E=attention eq@knobs@$E=qkv_proj ed@knobs@$E=down_proj" \
+  "llama3.2-1b qwen3-0.6b" 400 $CH
+alternated_rows "main knobs eo@knobs@$E=o_proj down2@knobs@$S=4096x14336:2" llama3.1-8b 400 $CH
+MEGAOPS_CHAIN_EARLY_TRIGGER=o_proj chain_trace trace_marks_eo $X/knobsmarks llama3.2-1b 410
+MEGAOPS_STREAM_STAGES_FOR=2048x8192:3 chain_trace trace_marks_down3 $X/knobsmarks llama3.2-1b 410
 call_finish
