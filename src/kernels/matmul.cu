@@ -299,10 +299,10 @@ bool is_aligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
-// True when p asks for a fold (a norm or the SwiGLU computing x in the matmul's prologue) or the
-// SwiGLU epilogue: what only the streaming kernel's bulk version runs.
+// True when p asks for a fold (a norm or the SwiGLU computing x in the matmul's prologue) or an
+// epilogue (the SwiGLU, the greedy argmax): what only the streaming kernel's bulk version runs.
 bool folds(const MatmulParams& p) {
-  return p.fold.on() || p.silu_fold.on() || p.silu_out.on();
+  return p.fold.on() || p.silu_fold.on() || p.silu_out.on() || p.argmax_out != nullptr;
 }
 
 // True when the [m, k] fp32 buffers at a and b share a byte (b may be null).
@@ -343,6 +343,9 @@ cudaError_t validate(const MatmulParams& p) {
         !is_aligned(e.out, 2))
       return cudaErrorInvalidValue;
   }
+  if (p.argmax_out != nullptr &&  // the argmax of the fp32 sums written to y
+      (p.y_dtype != DType::F32 || p.silu_out.on() || !is_aligned(p.argmax_out, 8)))
+    return cudaErrorInvalidValue;
   if (p.fold.on() && p.silu_fold.on()) return cudaErrorInvalidValue;
   if (p.fold.on()) return validate_fold(p);
   if (p.silu_fold.on())
@@ -470,6 +473,15 @@ MatmulContext::MatmulContext() {
     if (*end != '\0' || v < MATMUL_STREAM_STAGES_MIN || v > MATMUL_STREAM_STAGES_MAX)
       throw InputError("MEGAOPS_STREAM_STAGES: " + stream_stages_range() + ", found '" + env + "'");
     stream_stages_ = static_cast<int>(v);
+  }
+  // MEGAOPS_STREAM_L2_EVICT_FIRST=0|1: the bulk kernel's weight copies with an L2 evict_first
+  // policy (StreamMatmulArgs::l2_evict_first).
+  if (const char* env = std::getenv("MEGAOPS_STREAM_L2_EVICT_FIRST");
+      env != nullptr && *env != '\0') {
+    const std::string v = env;
+    if (v != "0" && v != "1")
+      throw InputError("MEGAOPS_STREAM_L2_EVICT_FIRST: expected 0 or 1, found '" + v + "'");
+    stream_l2_evict_first_ = v == "1";
   }
   stream_bulk_ = matmul_stream_bulk_supported();
   if (const char* env = std::getenv("MEGAOPS_STREAM_KERNEL"); env != nullptr && *env != '\0') {
@@ -607,25 +619,16 @@ cudaError_t MatmulContext::small_m_footprint(const MatmulParams& p, KernelFootpr
 
 namespace {
 
-cudaError_t stream_dispatch(const MatmulParams& p, int stages, bool bulk, unsigned* sched,
-                            KernelFootprint* footprint) {
+cudaError_t stream_dispatch(const MatmulParams& p, int stages, bool bulk, bool evict_first,
+                            unsigned* sched, KernelFootprint* footprint) {
   if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
   if (p.max_ctas < 0) return cudaErrorInvalidValue;
-  const StreamMatmulArgs a{p.x,
-                           p.ldx,
-                           p.w,
-                           p.y,
-                           p.ldy,
-                           p.m,
-                           p.n,
-                           p.k,
-                           p.y_dtype == DType::F32,
-                           p.sync,
-                           p.fold,
-                           p.silu_fold,
-                           p.silu_out,
-                           p.stream_schedule,
-                           sched};
+  const StreamMatmulArgs a{p.x,        p.ldx,        p.w,
+                           p.y,        p.ldy,        p.m,
+                           p.n,        p.k,          p.y_dtype == DType::F32,
+                           p.sync,     p.fold,       p.silu_fold,
+                           p.silu_out, p.argmax_out, p.stream_schedule,
+                           sched,      evict_first};
   return launch_matmul_stream(a, p.max_ctas, stages, p.launch, footprint, bulk);
 }
 
@@ -633,11 +636,12 @@ cudaError_t stream_dispatch(const MatmulParams& p, int stages, bool bulk, unsign
 
 cudaError_t MatmulContext::run_stream(const MatmulParams& p) {
   unsigned* sched = sched_ + 2 * (sched_next_++ % MATMUL_STREAM_SCHED_SLOTS);
-  return stream_dispatch(p, stream_stages_, stream_bulk_, sched, nullptr);
+  return stream_dispatch(p, stream_stages_, stream_bulk_, stream_l2_evict_first_, sched, nullptr);
 }
 
 cudaError_t MatmulContext::stream_footprint(const MatmulParams& p, KernelFootprint* out) const {
-  return stream_dispatch(p, stream_stages_, stream_bulk_, sched_, out);  // the launch run_stream
+  // The launch run_stream makes.
+  return stream_dispatch(p, stream_stages_, stream_bulk_, stream_l2_evict_first_, sched_, out);
 }
 
 cudaError_t MatmulContext::preload_kernels() {

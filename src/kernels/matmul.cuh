@@ -58,6 +58,15 @@ struct MatmulParams {
   // kernel only, as the folds; inter % 4 == 0, ld >= inter, 2-byte aligned out, and not with
   // silu_fold (else cudaErrorInvalidValue).
   SiluMulEpilogue silu_out;
+  // Greedy sampling in the epilogue (the LM head; kernels/greedy_key.cuh): with argmax_out set,
+  // each CTA folds the fp32 sums it writes to y into a per-batch-row maximum of greedy_pack(y,
+  // column) and takes atomicMax of it into argmax_out[b] before it signals, so argmax_out[b]
+  // ends as the pack of row b's argmax (lowest column on ties, NaN never), the same choice as the
+  // greedy sampler's over y. y is written as usual and must be F32 (else cudaErrorInvalidValue).
+  // The caller zeroes argmax_out before the launch (the sampler that reads it, SampleParams::
+  // argmax, does so for the next one). The bulk streaming kernel only, as the folds; not with
+  // silu_out (cudaErrorInvalidValue).
+  unsigned long long* argmax_out = nullptr;
   // The streaming kernel's row-block schedule (StreamMatmulArgs::schedule; bulk version, m = 1;
   // ignored elsewhere): Auto, the rule's (matmul_stream_dynamic); Static or Dynamic forced
   // (tests). MatmulContext supplies the dynamic schedule's counters.
@@ -131,6 +140,14 @@ class MatmulContext {
   // MEGAOPS_STREAM_KERNEL=ring|bulk sets it at construction.
   void set_stream_bulk(bool bulk);
   bool stream_bulk() const { return stream_bulk_; }
+  // Whether the bulk streaming kernel's weight copies carry an L2 evict_first policy (on by
+  // default; StreamMatmulArgs::l2_evict_first) or an evict_normal one; the environment's
+  // MEGAOPS_STREAM_L2_EVICT_FIRST=0|1 sets it at construction. Off is a diagnostic, not the old
+  // behaviour: the copies still carry a policy, and evict_normal measured far slower than no hint
+  // at all (llama3.1-8b chain 3.854 -> 4.148 ms a token with it and the executor's two knobs of
+  // the same run off, bench/results/2026-12-01-s24-call4; docs/perf-notes.md item 46).
+  void set_stream_l2_evict_first(bool on) { stream_l2_evict_first_ = on; }
+  bool stream_l2_evict_first() const { return stream_l2_evict_first_; }
 
   // cuBLASLt algorithm tuning for decode-sized problems (m <= MATMUL_TUNE_MAX_M). A problem that
   // run_cublaslt meets during stream capture and has no tuned algorithm for runs the heuristic's
@@ -165,6 +182,7 @@ class MatmulContext {
   // Ring slots of the streaming kernel (MEGAOPS_STREAM_STAGES; 0 = its default).
   int stream_stages_ = 0;
   bool stream_bulk_ = false;  // sm_90 unless MEGAOPS_STREAM_KERNEL says otherwise
+  bool stream_l2_evict_first_ = true;
   bool tune_ = false;
   std::map<CublasLtKey, MatmulParams> pending_;  // one problem per key, awaiting tune_pending
   std::unique_ptr<DeviceMemory> tune_memory_;    // owns tune_scratch_

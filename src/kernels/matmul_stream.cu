@@ -39,7 +39,9 @@
 // row's partial sums meet in a shuffle reduction when the row block's last stage is done.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
+#include "kernels/greedy_key.cuh"
 #include "kernels/matmul_stream.cuh"
 #include "kernels/rmsnorm_row.cuh"
 #include "kernels/silu_mul_row.cuh"
@@ -328,13 +330,24 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   } while (!done);
 }
 
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,
-                                          uint64_t* bar) {
+// One bulk copy of global memory into shared memory, completing on `bar`, with an L2 cache policy
+// (createpolicy) on the source's lines.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                          uint64_t policy) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(shared_addr(dst)),
-      "l"(src), "r"(bytes), "r"(shared_addr(bar))
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
+      "[%1], %2, [%3], %4;" ::"r"(shared_addr(dst)),
+      "l"(src), "r"(bytes), "r"(shared_addr(bar)), "l"(policy)
       : "memory");
+}
+
+// The L2 policy of the weight copies (StreamMatmulArgs::l2_evict_first): every line they bring in
+// is the first to leave L2, or of normal priority (as without a hint).
+__device__ __forceinline__ uint64_t l2_weight_policy(bool evict_first) {
+  uint64_t first, normal;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(first));
+  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(normal));
+  return evict_first ? first : normal;
 }
 
 // The bulk copies of one stage into its slot, completing on the slot's full barrier. Rows past n
@@ -355,7 +368,9 @@ __device__ __forceinline__ void bulk_issue_stage(const StreamMatmulArgs& a, bf16
                          : r < ST_ROWS / 2 ? (ST_ROWS / 2) * rb + r
                                            : static_cast<int64_t>(a.silu_out.inter) +
                                                  (ST_ROWS / 2) * rb + (r - ST_ROWS / 2);
-    bulk_copy(slot_base + r * ST_KC, a.w + wrow * a.k + k0, bytes, full);
+    // The policy formed per copy: one held in a register across the producer's loop spilled.
+    bulk_copy(slot_base + r * ST_KC, a.w + wrow * a.k + k0, bytes, full,
+              l2_weight_policy(a.l2_evict_first));
   }
 }
 
@@ -586,7 +601,11 @@ __device__ __forceinline__ uint64_t ring_delay_site(int t, int warp) {
 // -1 ends the consumers' loop. Every CTA fetches exactly one ticket past the end, then counts
 // itself done in a.sched[1]; the last one zeroes both for the next launch. A row's arithmetic
 // does not depend on which CTA computes it: the same bits as the static schedule.
-template <int M, typename OutT, bool EPI = false, bool DYN = false>
+// ARG: the greedy argmax epilogue (a.argmax set; launched only then, with OutT float): warp 0's
+// lanes that store y keep the maximum greedy_pack of what they stored (lane b * 8 + r: batch row
+// b), and after the last row block the warp folds each row's eight lanes and takes atomicMax into
+// a.argmax[b], before the CTA's signal.
+template <int M, typename OutT, bool EPI = false, bool DYN = false, bool ARG = false>
 __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
     matmul_stream_bulk_kernel(StreamMatmulArgs a, int stages) {
 #ifdef MEGAOPS_STREAM_BULK
@@ -702,6 +721,7 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
       for (int j = 0; j < 4; ++j) acc[b][j] = 0.f;
     int rb = rb0, ks = 0, slot = 0, buf = 0;
     uint32_t phase = 0;
+    [[maybe_unused]] unsigned long long best = 0ull;  // ARG: this lane's stored rows' argmax
     for (int t = 0; DYN || t < total; ++t) {
       mbar_wait(&full[slot], phase);
       if constexpr (DYN) {
@@ -780,7 +800,10 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
         if (!EPI && warp == 0 && lane < M * ST_ROWS) {
           const float v = row_sum();
           const int row = rb * ST_ROWS + r;
-          if (b < a.m && row < a.n) store_y(y + static_cast<int64_t>(b) * a.ldy + row, v);
+          if (b < a.m && row < a.n) {
+            store_y(y + static_cast<int64_t>(b) * a.ldy + row, v);
+            if constexpr (ARG) best = max(best, greedy_pack(v, row));
+          }
         }
         if (EPI && warp == 0) {
           const bool mine = lane < M * ST_ROWS;
@@ -794,6 +817,15 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
         }
         buf ^= 1;  // the next writer of this buffer comes after the next barrier
         ++rb;
+      }
+    }
+    if constexpr (ARG) {
+      if (warp == 0) {  // lanes b * ST_ROWS .. + ST_ROWS - 1 hold batch row b's candidates
+#pragma unroll
+        for (int off = 1; off < ST_ROWS; off *= 2)
+          best = max(best, __shfl_xor_sync(0xffffffffu, best, off));
+        const int b = lane / ST_ROWS;
+        if (lane % ST_ROWS == 0 && b < a.m && best != 0ull) atomicMax(a.argmax + b, best);
       }
     }
   }
@@ -849,7 +881,10 @@ cudaError_t launch_streaming(Kernel kernel, int threads, int64_t fixed, int64_t 
   const int row_blocks = (a.n + ST_ROWS - 1) / ST_ROWS;
   int grid = std::min(row_blocks, sm_count * per_sm);
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
-  if (footprint != nullptr) return kernel_footprint(kernel, grid, threads, smem, footprint);
+  if (footprint != nullptr) {
+    footprint->ring_bytes = static_cast<int64_t>(s) * ST_STAGE_BYTES;
+    return kernel_footprint(kernel, grid, threads, smem, footprint);
+  }
   return launch_kernel(kernel, dim3(grid), dim3(threads), smem, opt, a, s);
 }
 
@@ -857,6 +892,8 @@ cudaError_t launch_streaming(Kernel kernel, int threads, int64_t fixed, int64_t 
 // OutT. Every instantiation has the same signature.
 template <int M, typename OutT, bool DYN>
 auto bulk_kernel(const StreamMatmulArgs& a) {
+  if constexpr (std::is_same_v<OutT, float>)
+    if (a.argmax != nullptr) return matmul_stream_bulk_kernel<M, float, false, DYN, true>;
   return a.silu_out.on() ? matmul_stream_bulk_kernel<M, float, true, DYN>
                          : matmul_stream_bulk_kernel<M, OutT, false, DYN>;
 }
@@ -929,7 +966,9 @@ cudaError_t launch_matmul_stream(const StreamMatmulArgs& a, int max_ctas, int st
   if (a.silu_out.on() && (a.silu_fold.on() || a.silu_out.inter % 4 != 0 ||
                           static_cast<int64_t>(a.n) != 2 * static_cast<int64_t>(a.silu_out.inter)))
     return cudaErrorInvalidValue;  // gate and up rows pair up four to a row block
-  if ((a.fold.on() || a.silu_fold.on() || a.silu_out.on()) && !bulk)
+  if (a.argmax != nullptr && (!a.y_f32 || a.silu_out.on()))
+    return cudaErrorInvalidValue;  // the argmax of the fp32 sums, one epilogue
+  if ((a.fold.on() || a.silu_fold.on() || a.silu_out.on() || a.argmax != nullptr) && !bulk)
     return cudaErrorNotSupported;  // the ring version does not fold
   return a.y_f32 ? launch_stream_out<float>(a, max_ctas, stages, opt, footprint, bulk)
                  : launch_stream_out<bf16>(a, max_ctas, stages, opt, footprint, bulk);
@@ -942,15 +981,19 @@ cudaError_t preload_matmul_stream() {
                           preload_stream_kernel(matmul_stream_kernel<2, bf16>)})
     if (err != cudaSuccess) return err;
   if (!matmul_stream_bulk_supported()) return cudaSuccess;
-  for (cudaError_t err : {preload_stream_kernel(matmul_stream_bulk_kernel<1, float>),
-                          preload_stream_kernel(matmul_stream_bulk_kernel<2, float>),
-                          preload_stream_kernel(matmul_stream_bulk_kernel<1, bf16>),
-                          preload_stream_kernel(matmul_stream_bulk_kernel<2, bf16>),
-                          preload_stream_kernel(matmul_stream_bulk_kernel<1, float, true>),
-                          preload_stream_kernel(matmul_stream_bulk_kernel<2, float, true>),
-                          preload_stream_kernel(matmul_stream_bulk_kernel<1, float, false, true>),
-                          preload_stream_kernel(matmul_stream_bulk_kernel<1, bf16, false, true>),
-                          preload_stream_kernel(matmul_stream_bulk_kernel<1, float, true, true>)})
+  for (cudaError_t err :
+       {preload_stream_kernel(matmul_stream_bulk_kernel<1, float>),
+        preload_stream_kernel(matmul_stream_bulk_kernel<2, float>),
+        preload_stream_kernel(matmul_stream_bulk_kernel<1, bf16>),
+        preload_stream_kernel(matmul_stream_bulk_kernel<2, bf16>),
+        preload_stream_kernel(matmul_stream_bulk_kernel<1, float, true>),
+        preload_stream_kernel(matmul_stream_bulk_kernel<2, float, true>),
+        preload_stream_kernel(matmul_stream_bulk_kernel<1, float, false, true>),
+        preload_stream_kernel(matmul_stream_bulk_kernel<1, bf16, false, true>),
+        preload_stream_kernel(matmul_stream_bulk_kernel<1, float, true, true>),
+        preload_stream_kernel(matmul_stream_bulk_kernel<1, float, false, false, true>),
+        preload_stream_kernel(matmul_stream_bulk_kernel<2, float, false, false, true>),
+        preload_stream_kernel(matmul_stream_bulk_kernel<1, float, false, true, true>)})
     if (err != cudaSuccess) return err;
   return cudaSuccess;
 }

@@ -35,6 +35,10 @@ struct StreamMatmulArgs {
   // On (silu_out.on()): y is not written; the epilogue writes bf16(silu(gate) * up) of the fp32
   // row sums (kernels/act_fold.cuh). Bulk version only; n = 2 * silu_out.inter.
   SiluMulEpilogue silu_out;
+  // Set: the greedy argmax of each batch row's sums, packed (kernels/greedy_key.cuh), folded by
+  // atomicMax into argmax[b] (MatmulParams::argmax_out). Bulk version only; y_f32, not with
+  // silu_out.
+  unsigned long long* argmax = nullptr;
   // The order a CTA takes its row blocks in (bulk version, m = 1; kernels/matmul_dispatch.h):
   // Static, a contiguous range fixed by its index; Dynamic, its first block by its index and the
   // rest from a ticket counter as it finishes, so CTAs on faster SMs take more; Auto, Dynamic
@@ -43,6 +47,13 @@ struct StreamMatmulArgs {
   // (the launch's last CTA zeroes them again); without it, Static.
   StreamSchedule schedule = StreamSchedule::Auto;
   unsigned* sched = nullptr;
+  // Bulk version: the weight copies carry an L2 evict_first policy (else evict_normal), so that
+  // the weights, read once a step, leave L2 to what is read again: the KV cache, the activations,
+  // the norms' gains. Measured (bench/results/2026-12-01-s24-call2, one binary, rows alternated,
+  // ms/token at batch 1, conventional + PDL / chain): llama3.2-1b 0.882 / 0.763 -> 0.863 / 0.755,
+  // qwen3-0.6b 0.819 / 0.713 -> 0.785 / 0.695, llama3.1-8b 4.23-4.25 / 3.91-3.92 -> 4.14-4.16 /
+  // 3.90-3.91, qwen3-8b 4.38 / 4.02-4.03 -> 4.29 / 4.03 (without the policy: no hint at all).
+  bool l2_evict_first = false;
 };
 
 // Launches (footprint == null) or describes the launch (footprint set). The caller has validated

@@ -13,6 +13,7 @@
 #include <climits>
 
 #include "core/counter_rng.h"
+#include "kernels/greedy_key.cuh"
 #include "kernels/sampling.cuh"
 
 namespace megaops {
@@ -21,11 +22,10 @@ namespace {
 constexpr int SAMPLE_THREADS = 1024;
 constexpr int SAMPLE_WARPS = SAMPLE_THREADS / 32;
 
-// Monotone map float -> uint32 (a < b as floats <=> key(a) < key(b)), with -0 folded onto +0 so
-// that ties as the reference sees them (float ==) are ties here too.
+// The monotone float -> uint32 map of kernels/greedy_key.cuh (-0 folded onto +0, so that ties as
+// the reference sees them, float ==, are ties here too).
 __device__ __forceinline__ uint32_t order_key(float x) {
-  const uint32_t u = __float_as_uint(x == 0.0f ? 0.0f : x);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return greedy_order_key(x);
 }
 
 struct SampleShared {
@@ -240,14 +240,33 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(SampleParams p) 
   tile_sync_signal(p.sync, step);
 }
 
+// Greedy rows whose argmax the LM head's epilogue took (SampleParams::argmax): one warp reads each
+// row's pack, writes the token and zeroes the pack for the next step's epilogue. The pack comes
+// from the predecessor (the LM head), after the wait.
+constexpr int SAMPLE_ARGMAX_THREADS = 32;
+
+__global__ void __launch_bounds__(SAMPLE_ARGMAX_THREADS) sample_argmax_kernel(SampleParams p) {
+  const uint32_t step = tile_sync_step(p.sync);
+  tile_sync_wait(p.sync, step);
+  pdl_launch_dependents();
+  for (int r = threadIdx.x; r < p.b; r += SAMPLE_ARGMAX_THREADS) {
+    p.tokens[r] = greedy_unpack_token(p.argmax[r]);
+    p.argmax[r] = 0ull;
+  }
+  tile_sync_signal(p.sync, step);
+}
+
 }  // namespace
 
 cudaError_t sample_footprint(const SampleParams& p, KernelFootprint* out) {
+  if (p.argmax != nullptr)
+    return kernel_footprint(sample_argmax_kernel, 1, SAMPLE_ARGMAX_THREADS, 0, out);
   return kernel_footprint(sample_kernel, p.b, SAMPLE_THREADS, 0, out);
 }
 
 cudaError_t preload_sampling_kernels() {
-  return preload_kernel(sample_kernel);
+  if (const cudaError_t err = preload_kernel(sample_kernel); err != cudaSuccess) return err;
+  return preload_kernel(sample_argmax_kernel);
 }
 
 cudaError_t launch_sample(const SampleParams& p) {
@@ -256,6 +275,11 @@ cudaError_t launch_sample(const SampleParams& p) {
   if (!p.logits || !p.tokens) return cudaErrorInvalidValue;
   const bool sampled = p.temperature > 0.0f;
   if (sampled && (!p.step || !(p.top_p > 0.0f))) return cudaErrorInvalidValue;
+  if (p.argmax != nullptr) {
+    if (sampled) return cudaErrorInvalidValue;  // the packs hold a greedy argmax only
+    return launch_kernel(sample_argmax_kernel, dim3(1), dim3(SAMPLE_ARGMAX_THREADS), 0, p.launch,
+                         p);
+  }
   return launch_kernel(sample_kernel, dim3(p.b), dim3(SAMPLE_THREADS), 0, p.launch, p);
 }
 

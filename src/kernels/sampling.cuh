@@ -22,12 +22,18 @@ struct SampleParams {
   // Row r draws its uniform as row rng_rows[r] (device, [b]; null: as row r), so rows that belong
   // to one sequence in another layout draw that sequence's numbers.
   const int32_t* rng_rows = nullptr;
+  // Greedy only: each row's argmax already taken by the LM head's epilogue (MatmulParams::
+  // argmax_out, packed as kernels/greedy_key.cuh says), [b], device. The sampler then reads no
+  // logits: one CTA of one warp writes each row's token from its pack and zeroes the pack for the
+  // next LM head. Null: the argmax over the logits, one CTA a row. With temperature > 0:
+  // cudaErrorInvalidValue.
+  unsigned long long* argmax = nullptr;
   TileSync sync;  // overlap hooks (kernels/tile_sync.cuh); one CTA per row, one signal per CTA
   LaunchOptions launch;
 };
 
 cudaError_t launch_sample(const SampleParams& p);
-// The launch launch_sample(p) makes (grid = b, not cappable) and its occupancy.
+// The launch launch_sample(p) makes (grid = b, or 1 with p.argmax; not cappable) and its occupancy.
 cudaError_t sample_footprint(const SampleParams& p, KernelFootprint* out);
 cudaError_t preload_sampling_kernels();
 

@@ -62,6 +62,12 @@ struct TileSync {
   uint32_t* signal_counter = nullptr;
   WatchdogParams watchdog;
   uint32_t op_id = 0;  // WaitSite::op: index into the executor's op names
+  // Trigger the next PDL kernel at the top of the wait instead of after it, so that its CTAs may
+  // start (and stream their weights) while this op waits (the overlap executor's rule,
+  // ExecutorOptions::overlap_early_trigger_o_proj). Safe as the trigger after the wait is: a
+  // successor reads nothing of this op's before its own wait, and it is scheduled only once every
+  // CTA of this grid is.
+  bool early_trigger = false;
   // Injected random delay before each signal (stress tests); max_delay_ns = 0 (default) is off.
   DelayParams delay;
   TraceParams trace;
@@ -76,6 +82,8 @@ struct KernelFootprint {
   // The bulk streaming matmul only: its CTAs take row blocks from a ticket counter
   // (StreamSchedule::Dynamic, kernels/matmul_stream.cuh) rather than a fixed range.
   bool dynamic_schedule = false;
+  // The streaming matmul only: the weight bytes one CTA's ring holds (its slots of 16 KB).
+  int64_t ring_bytes = 0;
 };
 
 // Occupancy of `kernel` with `threads` per CTA and `smem` dynamic shared memory.
@@ -128,6 +136,7 @@ __device__ __forceinline__ uint32_t sm_id() {
 }  // namespace detail
 
 __device__ __forceinline__ void tile_sync_wait_untraced(const TileSync& s, uint32_t step) {
+  if (s.early_trigger) pdl_launch_dependents();
   if (s.wait_counter[0] == nullptr) {
     pdl_wait();
     return;

@@ -5,6 +5,7 @@
 // The residual add of each block is fused into the next norm, so the layer is 9 kernels.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -107,6 +108,11 @@ struct OverlapOp {
   int stream = 0;
   bool waits = false;
   bool signals = false;
+  // The O projection: its weight bytes, for the early-trigger rule (build_overlap_ops); 0
+  // elsewhere.
+  int64_t o_proj_weight_bytes = 0;
+  // Its kernel triggers the next PDL kernel at the top of its wait (TileSync::early_trigger).
+  bool early_trigger = false;
   // A norm or SiLU·mul folded into the matmul after it, or qkv_rope into the attention after it
   // (ExecutorOptions::overlap_fold_norms, overlap_fold_silu, overlap_fold_rope): it keeps its
   // name and counter id but launches nothing; its consumer waits where it would have.
@@ -201,6 +207,9 @@ struct ConventionalExecutor::Impl {
   bf16* act = nullptr;
   bf16* lm_in = nullptr;  // [max_batch, h]: the rows the LM head reads
   float* logits = nullptr;
+  // Greedy sampling in the LM head (ExecutorOptions::greedy_in_lm_head): a packed argmax a row,
+  // zero between steps (the sampler zeroes what the LM head filled).
+  unsigned long long* greedy_argmax = nullptr;
   float* attn_ws = nullptr;
   uint32_t* attn_done = nullptr;  // decode attention's merge counters (zero between launches)
   int32_t* tok_ids = nullptr;     // prefill inputs [max_tokens]
@@ -462,10 +471,15 @@ struct ConventionalExecutor::Impl {
 
   // The LM head: the whole vocabulary, or under tensor parallelism this rank's rows, gathered
   // from every rank ([tp, b, vocab_pad]) and copied into logits [b, vocab] rank by rank.
-  void lm_head_logits(const bf16* rows, int b, bool pdl) {
+  // Returns the packed argmax buffer the LM head's epilogue filled (greedy_epilogue), or null.
+  unsigned long long* lm_head_logits(const bf16* rows, int b, bool pdl) {
     if (comm == nullptr) {
-      matmul(rows, lm_head, logits, DType::F32, b, cfg.vocab_size, cfg.hidden_size, pdl, "lm_head");
-      return;
+      MatmulParams p =
+          matmul_params(rows, lm_head, logits, DType::F32, b, cfg.vocab_size, cfg.hidden_size);
+      p.launch = launch(pdl);
+      p.argmax_out = greedy_epilogue(p);
+      check(mm->run(p), "lm_head");
+      return p.argmax_out;
     }
     matmul(rows, lm_head, logits_part, DType::F32, b, vocab_part, cfg.hidden_size, pdl, "lm_head",
            vocab_pad);
@@ -481,6 +495,18 @@ struct ConventionalExecutor::Impl {
           static_cast<size_t>(sh.vocab) * sizeof(float), b, cudaMemcpyDeviceToDevice, stream));
     }
     check(cudaGetLastError(), "lm_head gather");
+    return nullptr;
+  }
+
+  // The argmax buffer for LM head launch p (its argmax_out unset) where greedy sampling goes into
+  // its epilogue (ExecutorOptions::greedy_in_lm_head: greedy, one GPU, p on the bulk streaming
+  // kernel), else null.
+  unsigned long long* greedy_epilogue(const MatmulParams& p) const {
+    if (!greedy_epilogue_allowed()) return nullptr;
+    return mm->stream_bulk() && mm->path(p) == MatmulPath::Stream ? greedy_argmax : nullptr;
+  }
+  bool greedy_epilogue_allowed() const {
+    return opt.greedy_in_lm_head && opt.sampling.temperature <= 0.0f && comm == nullptr;
   }
 
   // The next token of b sequences from the logits, into dec_tokens; launch options left default.
@@ -515,8 +541,9 @@ struct ConventionalExecutor::Impl {
   // rng_by_slot false: row b draws as sequence b (the layer prefill, whose dec_slots are not set
   // yet when it samples).
   void lm_head_and_sample(const bf16* rows, int b, bool pdl, bool rng_by_slot = true) {
-    lm_head_logits(rows, b, pdl);
+    unsigned long long* argmax = lm_head_logits(rows, b, pdl);
     SampleParams sp = sample_params(b);
+    sp.argmax = argmax;
     if (!rng_by_slot) sp.rng_rows = nullptr;
     sp.launch = launch(pdl);
     check(launch_sample(sp), "sample");
@@ -796,11 +823,13 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   auto matmul_op = [&](const bf16* x, const bf16* w, float* y, int n, int k,
                        const NormFold& fold = NormFold{},
                        const SiluMulFold& silu_fold = SiluMulFold{},
-                       const SiluMulEpilogue& silu_out = SiluMulEpilogue{}) {
+                       const SiluMulEpilogue& silu_out = SiluMulEpilogue{},
+                       unsigned long long* argmax = nullptr) {
     MatmulParams p = matmul_params(x, w, y, DType::F32, b, n, k);
     p.fold = fold;
     p.silu_fold = silu_fold;
     p.silu_out = silu_out;
+    p.argmax_out = argmax;
     // The conventional step's path (the chain's launches are PDL ones: the path of the
     // conventional step with PDL), or with the v0 arithmetic always the small-m kernel.
     p.launch.pdl = chain;
@@ -894,19 +923,21 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   // (the only one that folds, kernels/norm_fold.cuh), the norm becomes a placeholder op that
   // launches nothing and the matmul computes it in its prologue, bit for bit.
   // `silu_out`: the SwiGLU in the matmul's epilogue (silu_gate_up below decides).
+  // `argmax`: greedy sampling in the matmul's epilogue (the LM head; greedy_epilogue decides).
   auto norm_matmul_op = [&](const float* delta_in, const bf16* ln, bf16* normed, const bf16* w,
-                            float* y, int n, const SiluMulEpilogue& silu_out = SiluMulEpilogue{}) {
+                            float* y, int n, const SiluMulEpilogue& silu_out = SiluMulEpilogue{},
+                            unsigned long long* argmax = nullptr) {
     // resid_alt exists exactly when the chain folds norms (setup_overlap).
     if (st.resid_alt == nullptr || !folds_into(normed, w, y, n, h)) {
       norm_op(delta_in, ln, normed);
-      matmul_op(normed, w, y, n, h, NormFold{}, SiluMulFold{}, silu_out);
+      matmul_op(normed, w, y, n, h, NormFold{}, SiluMulFold{}, silu_out, argmax);
       return;
     }
     add_folded();
     float* next = resid == st.resid ? st.resid_alt : st.resid;
     matmul_op(nullptr, w, y, n, h,
               norm_fold(add_rmsnorm_params(resid, delta_in, ln, nullptr, b), next), SiluMulFold{},
-              silu_out);
+              silu_out, argmax);
     resid = next;
   };
   // In the chain with ExecutorOptions::overlap_silu_epilogue_min_inter, where gate_up runs on the
@@ -994,6 +1025,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       // The conventional step's launches (rope_attention_op).
       rope_attention_op(W, A);
       matmul_op(A.attn, W.wo, A.o, h, qd);
+      ops.back().o_proj_weight_bytes = int64_t{h} * qd * 2;
       const SiluMulEpilogue silu_out = silu_gate_up(A.n2, W.wgu, A.gu, A.act);
       norm_matmul_op(A.o, W.ln2, A.n2, W.wgu, A.gu, 2 * inter, silu_out);
       silu_down_op(A.gu, A.act, W.wdown, A.down, silu_out.on());
@@ -1032,6 +1064,7 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
           return launch_decode_attention_combine(q);
         });
     matmul_op(A.attn, W.wo, A.o, h, qd);
+    ops.back().o_proj_weight_bytes = int64_t{h} * qd * 2;
     norm_op(A.o, W.ln2, A.n2);
     matmul_op(A.n2, W.wgu, A.gu, 2 * inter, h);
     silu_op(A.gu, A.act);
@@ -1042,9 +1075,21 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
   // (bench/results/2026-12-01-s22-call5, llama3.1-8b): the one-CTA final norm's 7.2 us and its
   // handoff leave the chain, the LM head's span grows 4.7 us (its CTAs' prologue); the step -3 us
   // in rows alternated, llama3.2-1b level (its final norm took 1.6 us). perf-notes item 43.
+  // Greedy sampling in the LM head's epilogue where it streams on the bulk kernel: always with the
+  // final norm folded into it, else where the rule puts it (greedy_epilogue).
+  MatmulParams lm =
+      matmul_params(st.final_normed, lm_head, logits, DType::F32, b, cfg.vocab_size, h);
+  lm.launch.pdl = chain;
+  const bool lm_folds =
+      st.resid_alt != nullptr && folds_into(st.final_normed, lm_head, logits, cfg.vocab_size, h);
+  unsigned long long* argmax = nullptr;
+  if (same_arithmetic)
+    argmax = lm_folds ? (greedy_epilogue_allowed() ? greedy_argmax : nullptr) : greedy_epilogue(lm);
   norm_matmul_op(st.layers.back().down, final_norm, st.final_normed, lm_head, logits,
-                 cfg.vocab_size);
-  add_fixed(sample_params(b), sample_footprint, launch_sample);
+                 cfg.vocab_size, SiluMulEpilogue{}, argmax);
+  SampleParams sp = sample_params(b);
+  sp.argmax = argmax;
+  add_fixed(sp, sample_footprint, launch_sample);
   StepAdvanceParams sa = step_advance_params(b);
   sa.overlap_step = st.step;
   // Brings every counter to this step's target: ops whose successor is ordered by stream or
@@ -1061,6 +1106,17 @@ std::vector<OverlapOp> ConventionalExecutor::Impl::build_overlap_ops(int b) {
       launch_step_advance);
   if (ops.size() != st.op_names.size()) throw Error("internal: overlap op list mismatch");
   choose_overlap_budgets(ops);
+  // In the chain, the O projection triggers gate_up at the top of its wait where all of its
+  // weights fit in its launch's rings (ExecutorOptions::overlap_early_trigger_o_proj): they are
+  // then in flight before attention ends, and HBM would idle while attention runs; gate_up's CTAs
+  // start streaming instead.
+  if (chain && opt.overlap_early_trigger_o_proj)
+    for (OverlapOp& op : ops) {
+      if (op.o_proj_weight_bytes == 0 || op.opaque) continue;
+      KernelFootprint f;
+      MEGAOPS_CUDA_CHECK(op.footprint(op.cap, &f));
+      op.early_trigger = f.ring_bytes * f.ctas >= op.o_proj_weight_bytes;
+    }
   return ops;
 }
 
@@ -1155,6 +1211,7 @@ void ConventionalExecutor::Impl::record_overlap_step(int b) {
     s.signal_counter = ops[k].signals && k != drop ? st.counters + k : nullptr;
     s.watchdog = st.watchdog->params();
     s.op_id = static_cast<uint32_t>(k);
+    s.early_trigger = opt.overlap_pdl_chain && ops[k].early_trigger;
     s.delay = DelayParams{opt.overlap_delay_max_ns, opt.overlap_delay_seed};
     s.trace = TraceParams{st.trace_records, st.trace_cursor, opt.overlap_trace_capacity};
     return s;
@@ -1225,6 +1282,19 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   s.full_cfg = cfg;
   s.cfg = cfg;
   s.opt = opt;
+  if (const char* env = std::getenv("MEGAOPS_GREEDY_IN_LM_HEAD"); env != nullptr && *env != '\0') {
+    const std::string v = env;
+    if (v != "0" && v != "1")
+      throw InputError("MEGAOPS_GREEDY_IN_LM_HEAD: expected 0 or 1, found '" + v + "'");
+    s.opt.greedy_in_lm_head = v == "1";
+  }
+  if (const char* env = std::getenv("MEGAOPS_CHAIN_O_EARLY_TRIGGER");
+      env != nullptr && *env != '\0') {
+    const std::string v = env;
+    if (v != "0" && v != "1")
+      throw InputError("MEGAOPS_CHAIN_O_EARLY_TRIGGER: expected 0 or 1, found '" + v + "'");
+    s.opt.overlap_early_trigger_o_proj = v == "1";
+  }
   // Tensor parallelism: validate, then compute with this rank's configuration.
   if (opt.tp > 1 && opt.tp_comm == nullptr)
     throw_input_error(
@@ -1423,7 +1493,16 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   s.dec_pos = s.mem.alloc_array<int32_t>("decode positions", opt.max_batch);
   s.dec_ctx = s.mem.alloc_array<int32_t>("decode context lengths", opt.max_batch);
   s.dec_slots = s.mem.alloc_array<int32_t>("decode slots", opt.max_batch);
-  s.step = s.mem.alloc_array<uint32_t>("step counter", 1);
+  // The step counter and the greedy argmax packs (zeroed) in one allocation, 64 bytes apart.
+  constexpr size_t PACKS_AT = 64;
+  uint8_t* step_state = static_cast<uint8_t*>(
+      s.mem.alloc("step counter and greedy argmax packs",
+                  PACKS_AT + static_cast<size_t>(opt.max_batch) * sizeof(unsigned long long)));
+  s.step = reinterpret_cast<uint32_t*>(step_state);
+  s.greedy_argmax = reinterpret_cast<unsigned long long*>(step_state + PACKS_AT);
+  MEGAOPS_CUDA_CHECK(cudaMemset(s.greedy_argmax, 0,
+                                static_cast<size_t>(opt.max_batch) * sizeof(unsigned long long)));
+  MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());  // the executor's stream does not wait for memsets
   MEGAOPS_CUDA_CHECK(cudaMallocHost(&s.host_tokens, opt.max_batch * sizeof(int32_t)));
   // The overlap backend's state (streams, counters, watchdog, buffers, preloaded kernels) exists
   // from construction when it is the configured backend, so the first step cannot hit a lazy

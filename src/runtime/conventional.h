@@ -36,6 +36,15 @@ struct ExecutorOptions {
   bool debug_sync = false;  // synchronise and check after every op (localises failures)
   // Greedy by default (temperature 0), as `generate` and `bench` run unless told otherwise.
   ref::SamplingParams sampling{0.0f, 0, 1.0f, 0};
+  // Greedy sampling in the LM head's epilogue (MatmulParams::argmax_out), where sampling is greedy,
+  // there is no tensor parallelism and the decode step's LM head runs on the bulk streaming kernel
+  // (batches 1-2 on sm_90): the sampler then reads one packed argmax a row instead of the logits
+  // (which are still written). The same tokens. The sampler's op goes from 10.7 us (one CTA
+  // reading 513 KB of logits from L2 in eight dependent rounds) to 0.4 us in the 1B chain's trace;
+  // rows (bench/results/2026-12-01-s24-call2, one binary, ms/token at batch 1, chain): llama3.2-1b
+  // 0.771-0.773 -> 0.763, qwen3-0.6b 0.723-0.724 -> 0.712-0.714. MEGAOPS_GREEDY_IN_LM_HEAD=0|1
+  // overrides it.
+  bool greedy_in_lm_head = true;
 
   // Tensor parallelism (issue 6, models/tensor_parallel.h): this executor is rank tp_rank of tp
   // and computes with its shard of the weights (heads, kv heads, intermediate features, LM head
@@ -115,6 +124,18 @@ struct ExecutorOptions {
   // q and the newest k / v rows from the qkv rows and writes those rows to the cache; qkv_rope's
   // op launches nothing. Same bits.
   bool overlap_fold_rope = true;
+  // In the chain, the O projection's kernel triggers the next one (gate_up) at the top of its wait
+  // instead of after it, where O runs on the streaming kernel and all of its weights fit in its
+  // launch's rings (KernelFootprint::ring_bytes x CTAs): they are then in flight before attention
+  // ends, HBM would idle while attention runs, and gate_up's CTAs start streaming in that time.
+  // Measured (bench/results/2026-12-01-s24-call1, -call4, ms/token, batch 1, chain, rows
+  // alternated): qwen3-0.6b (O 4 MB in 16 MB of rings) 0.722-0.724 -> 0.700 alone, 0.689-0.690 ->
+  // 0.6625-0.663 with the weights' L2 evict_first policy; llama3.2-1b (O 8 MB in 16 MB) level
+  // alone, 0.759-0.760 -> 0.752-0.757 with it (attention's cached keys then stay in L2, so
+  // gate_up's stream no longer delays them); llama3.1-8b (O 33.5 MB, twice its rings) slower
+  // (3.827-3.837 -> 3.868-3.878), where the rule does not take it. MEGAOPS_CHAIN_O_EARLY_TRIGGER=
+  // 0|1 overrides it.
+  bool overlap_early_trigger_o_proj = true;
   // Test knobs (defaults off). Reverse: issue the streams' ops last stream first (consumers before
   // their producers; each stream's own order is kept, which stream semantics require). Delay: a
   // random delay in [0, max] ns before every signal, per (seed, op, CTA, step). Drop: the named op

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "gpu_test_util.h"
+#include "kernels/greedy_key.cuh"
 #include "kernels/hbm_read.cuh"
 #include "kernels/matmul.cuh"
 #include "kernels/matmul_stream.cuh"
@@ -542,6 +543,26 @@ struct BadParams {
   MatmulParams p;
 };
 
+// Every variant in `bad` is cudaErrorInvalidValue on every path (small-m, cuBLASLt, run() and the
+// streaming kernel's launch and footprint, in each version), and nothing was launched.
+void expect_invalid_on_every_path(MatmulContext& ctx, const std::vector<BadParams>& bad) {
+  KernelFootprint fp;
+  for (const BadParams& b : bad) {
+    EXPECT_EQ(ctx.run_small_m(b.p), cudaErrorInvalidValue) << "small_m: " << b.what;
+    EXPECT_EQ(ctx.run_cublaslt(b.p), cudaErrorInvalidValue) << "cublaslt: " << b.what;
+    for (const bool v : stream_versions()) {
+      ctx.set_stream_bulk(v);
+      EXPECT_EQ(ctx.run(b.p), cudaErrorInvalidValue) << "run: " << b.what;
+      EXPECT_EQ(ctx.run_stream(b.p), cudaErrorInvalidValue)
+          << (v ? "stream-bulk: " : "stream: ") << b.what;
+      EXPECT_EQ(ctx.stream_footprint(b.p, &fp), cudaErrorInvalidValue)
+          << (v ? "stream-bulk footprint: " : "stream footprint: ") << b.what;
+    }
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 // A folded norm anywhere but the bulk streaming kernel is cudaErrorNotSupported (small-m,
 // cuBLASLt, the cp.async ring, and run() where the rule picks one of them); bad fold buffers are
 // cudaErrorInvalidValue on every path, ahead of that. Nothing is launched for either.
@@ -735,18 +756,7 @@ TEST(MatmulTest, SiluFoldRejectedOffTheBulkKernel) {
     p.fold.weight = reinterpret_cast<const bf16*>(gain.ptr);
   });
   add("k % 8 != 0", [](MatmulParams& p) { p.k = 60; });
-  for (const BadParams& b : bad) {
-    EXPECT_EQ(ctx.run_small_m(b.p), cudaErrorInvalidValue) << "small_m: " << b.what;
-    EXPECT_EQ(ctx.run_cublaslt(b.p), cudaErrorInvalidValue) << "cublaslt: " << b.what;
-    for (const bool v : stream_versions()) {
-      ctx.set_stream_bulk(v);
-      EXPECT_EQ(ctx.run(b.p), cudaErrorInvalidValue) << "run: " << b.what;
-      EXPECT_EQ(ctx.run_stream(b.p), cudaErrorInvalidValue)
-          << (v ? "stream-bulk: " : "stream: ") << b.what;
-      EXPECT_EQ(ctx.stream_footprint(b.p, &fp), cudaErrorInvalidValue)
-          << (v ? "stream-bulk footprint: " : "stream footprint: ") << b.what;
-    }
-  }
+  expect_invalid_on_every_path(ctx, bad);
   // The streaming launcher itself (which MatmulContext validates for): both folds on is invalid,
   // the SwiGLU fold on the ring unsupported.
   StreamMatmulArgs a{nullptr, 0,      good.w, good.y, good.ldy, good.m,
@@ -1012,7 +1022,6 @@ TEST(MatmulTest, SiluEpilogueRejectedOffTheBulkKernelOrUnpaired) {
   good.silu_out.ld = inter;
   good.silu_out.inter = inter;
   expect_fold_runs_only_on_bulk(ctx, good);
-  KernelFootprint fp;
   std::vector<BadParams> bad;
   auto add = [&](const char* what, auto mutate) {
     MatmulParams p = good;
@@ -1029,18 +1038,119 @@ TEST(MatmulTest, SiluEpilogueRejectedOffTheBulkKernelOrUnpaired) {
     p.silu_out.out = reinterpret_cast<bf16*>(reinterpret_cast<uint8_t*>(p.silu_out.out) + 1);
   });
   add("SiLU fold on too", [&](MatmulParams& p) { p.silu_fold.gate_up = gate_up.ptr; });
-  for (const BadParams& b : bad) {
-    EXPECT_EQ(ctx.run_small_m(b.p), cudaErrorInvalidValue) << "small_m: " << b.what;
-    EXPECT_EQ(ctx.run_cublaslt(b.p), cudaErrorInvalidValue) << "cublaslt: " << b.what;
-    for (const bool v : stream_versions()) {
-      ctx.set_stream_bulk(v);
-      EXPECT_EQ(ctx.run(b.p), cudaErrorInvalidValue) << "run: " << b.what;
-      EXPECT_EQ(ctx.run_stream(b.p), cudaErrorInvalidValue) << "stream: " << b.what;
-      EXPECT_EQ(ctx.stream_footprint(b.p, &fp), cudaErrorInvalidValue) << "footprint: " << b.what;
+  expect_invalid_on_every_path(ctx, bad);
+}
+
+// The greedy argmax epilogue (MatmulParams::argmax_out) of one launch against the same launch
+// without it: y bit for bit, and argmax_out[b] the pack of ref::argmax over the y it wrote.
+// `plant`: columns 3 and 3 + 8 q (one row-block position, so bit-equal sums) get the weights
+// 4 sign(x[0]), the maximum of batch row 0 by far: a tie the lower column must win; and column
+// n / 2 gets NaN weights, a NaN logit in every batch row that must never win.
+void check_argmax_epilogue(MatmulContext& ctx, int m, int n, int k, bool plant, int max_ctas,
+                           StreamSchedule schedule, uint64_t delay_seed, std::mt19937_64& rng) {
+  SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + " k " + std::to_string(k) +
+               " plant " + std::to_string(plant) + " max_ctas " + std::to_string(max_ctas) +
+               " delay seed " + std::to_string(delay_seed));
+  Problem pr(m, n, k, k, n, rng);
+  const int tie = 3 + 8 * ((n - 4) / 8), nan_col = n / 2;
+  if (plant) {
+    for (int j = 0; j < k; ++j) {
+      const float v = pr.x[j] < 0.f ? -4.f : 4.f;
+      pr.w[size_t(3) * k + j] = pr.w[size_t(tie) * k + j] = v;
+      pr.w[size_t(nan_col) * k + j] = std::nanf("");
     }
+    pr.w_dev.upload(to_bf16_bits(pr.w));
   }
+  Output plain(DType::F32, m, n), fused(DType::F32, m, n);
+  DeviceBuffer<unsigned long long> packs{size_t(m)};
+  packs.upload(std::vector<unsigned long long>(size_t(m), 0ull));
+  MatmulParams p = pr.params(plain.buf.ptr, DType::F32, delay_seed % 2 == 1);
+  p.max_ctas = max_ctas;
+  p.stream_schedule = schedule;
+  if (delay_seed > 0) p.sync.delay = DelayParams{4000, delay_seed};
+  ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
+  p.y = fused.buf.ptr;
+  p.argmax_out = packs.ptr;
+  EXPECT_EQ(ctx.path(p), MatmulPath::Stream);
+  if (schedule == StreamSchedule::Dynamic) expect_dynamic_schedule(ctx, p, true);
+  ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<float> y = download_floats(fused);
+  EXPECT_EQ(first_bit_difference(y, download_floats(plain)), -1) << "the epilogue changed y";
+  if (!plant) expect_matches(pr, fused, "stream-bulk, argmax epilogue");
+  const std::vector<unsigned long long> got = packs.download();
+  for (int b = 0; b < m; ++b) {
+    const int want = ref::argmax(y.data() + size_t(b) * n, n);
+    EXPECT_EQ(greedy_unpack_token(got[b]), want) << "batch row " << b;
+    EXPECT_EQ(got[b], greedy_pack(y[size_t(b) * n + want], want)) << "batch row " << b;
+    if (plant) EXPECT_NE(want, nan_col) << "batch row " << b;
+  }
+  if (plant) EXPECT_EQ(greedy_unpack_token(got[0]), 3) << "the planted tie's lower column";
+}
+
+// LM-head-like launches: the 1B's vocabulary at a short k (two thousand row blocks, the dynamic
+// schedule), a partial last row block, a k tail, a single row block, one CTA for all; m = 1 and 2,
+// static and dynamic, injected delays; and a row of NaN logits only (pack 0, token 0).
+TEST(MatmulTest, StreamArgmaxEpilogueMatchesGreedyOverY) {
+  MEGAOPS_REQUIRE_GPU();
+  if (!matmul_stream_bulk_supported()) GTEST_SKIP() << "the epilogue needs the bulk version";
+  std::mt19937_64 rng(test_seed() + 24);
+  MatmulContext ctx;
+  ctx.set_stream_bulk(true);
+  for (int m = 1; m <= MATMUL_STREAM_M_MAX; ++m) {
+    check_argmax_epilogue(ctx, m, 128256, 64, true, 0, StreamSchedule::Auto, 0, rng);
+    check_argmax_epilogue(ctx, m, 4099, 1000, true, 0, StreamSchedule::Static, 1, rng);
+    check_argmax_epilogue(ctx, m, 4099, 1000, false, 37, StreamSchedule::Static, 2, rng);
+    check_argmax_epilogue(ctx, m, 13, 2048, true, 1, StreamSchedule::Static, 0, rng);
+    check_argmax_epilogue(ctx, m, 7, 64, false, 0, StreamSchedule::Static, 0, rng);
+  }
+  check_argmax_epilogue(ctx, 1, 5000, 128, true, 3, StreamSchedule::Dynamic, 3, rng);
+  check_argmax_epilogue(ctx, 1, 5000, 128, false, 1, StreamSchedule::Dynamic, 0, rng);
+  // Every logit NaN: no candidate.
+  Problem pr(1, 21, 64, 64, 21, rng);
+  std::fill(pr.w.begin(), pr.w.end(), std::nanf(""));
+  pr.w_dev.upload(to_bf16_bits(pr.w));
+  Output out(DType::F32, 1, 21);
+  DeviceBuffer<unsigned long long> packs(1);
+  packs.upload({0ull});
+  MatmulParams p = pr.params(out.buf.ptr, DType::F32, false);
+  p.argmax_out = packs.ptr;
+  ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(packs.download()[0], 0ull);
+}
+
+// The argmax epilogue anywhere but the bulk streaming kernel is cudaErrorNotSupported; a bf16 y,
+// the SwiGLU epilogue as well or a misaligned buffer is cudaErrorInvalidValue on every path.
+TEST(MatmulTest, ArgmaxEpilogueRejectedOffTheBulkKernelOrMisused) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed() + 25);
+  MatmulContext ctx;
+  const Problem pr(1, 64, 64, 64, 64, rng);
+  Output out(DType::F32, 1, 64);
+  DeviceBuffer<unsigned long long> packs(2);
+  DeviceBuffer<uint16_t> act(64);
+  packs.upload({0ull, 0ull});
+  MatmulParams good = pr.params(out.buf.ptr, DType::F32, false);
+  good.argmax_out = packs.ptr;
+  expect_fold_runs_only_on_bulk(ctx, good);
+  std::vector<BadParams> bad;
+  auto add = [&](const char* what, auto mutate) {
+    MatmulParams p = good;
+    mutate(p);
+    bad.push_back({what, p});
+  };
+  add("y bf16", [](MatmulParams& p) { p.y_dtype = DType::BF16; });
+  add("SwiGLU epilogue too", [&](MatmulParams& p) {
+    p.silu_out.out = reinterpret_cast<bf16*>(act.ptr);
+    p.silu_out.ld = 32;
+    p.silu_out.inter = 32;
+  });
+  add("packs misaligned", [](MatmulParams& p) {
+    p.argmax_out =
+        reinterpret_cast<unsigned long long*>(reinterpret_cast<uint8_t*>(p.argmax_out) + 4);
+  });
+  expect_invalid_on_every_path(ctx, bad);
 }
 
 TEST(MatmulTest, CublasLtMatchesReferenceOnAwkwardShapes) {

@@ -1,11 +1,17 @@
 // GPU sampler against ref::argmax / ref::sample with the same uniform numbers
-// (ref::sampling_uniform(seed, row, step)).
+// (ref::sampling_uniform(seed, row, step)); the packed greedy argmax (kernels/greedy_key.cuh)
+// against ref::argmax on the CPU, and the sampler's reading of packs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
+#include <random>
+#include <vector>
 
 #include "gpu_test_util.h"
+#include "kernels/greedy_key.cuh"
 #include "kernels/sampling.cuh"
 #include "reference/ops.h"
 
@@ -178,6 +184,74 @@ TEST(Sample, RejectsBadParams) {
   p.temperature = 0.0f;
   p.ld = 8;  // row stride shorter than the row
   EXPECT_EQ(launch_sample(p), cudaErrorInvalidValue);
+}
+
+// The maximum of greedy_pack over a row is ref::argmax's pick, on rows built to break it: ties
+// (the lowest index wins), -0 against +0 (a tie), infinities, NaN anywhere (never picked) and a
+// row of NaN only (token 0, pack 0). Host code: runs without a GPU.
+TEST(Sample, GreedyPackMaximumIsArgmax) {
+  std::mt19937_64 rng(testing::test_seed() + 9);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  std::vector<std::vector<float>> rows = {
+      {1.0f, 3.0f, 3.0f, 2.0f}, {-0.0f, 0.0f, -1.0f}, {0.0f, -0.0f},     {-inf, -inf},
+      {nan, -5.0f, nan},        {nan, nan},           {inf, 1e30f, inf}, {-3.0f, -2.0f, -2.0f},
+      {nan, inf, -inf, inf}};
+  std::uniform_int_distribution<int> pick(0, 5);
+  const float values[] = {-1.5f, -0.0f, 0.0f, 2.25f, 2.25f, nan};
+  for (int r = 0; r < 200; ++r) {  // random rows over a few values: many ties
+    std::vector<float> row(1 + r % 37);
+    for (float& v : row) v = values[pick(rng)];
+    rows.push_back(row);
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    unsigned long long best = 0;
+    for (size_t i = 0; i < rows[r].size(); ++i)
+      best = std::max(best, greedy_pack(rows[r][i], static_cast<int>(i)));
+    const int want = ref::argmax(rows[r].data(), static_cast<int>(rows[r].size()));
+    EXPECT_EQ(greedy_unpack_token(best), want) << "row " << r;
+    const bool all_nan =
+        std::all_of(rows[r].begin(), rows[r].end(), [](float v) { return v != v; });
+    EXPECT_EQ(best == 0, all_nan) << "row " << r;
+  }
+}
+
+// SampleParams::argmax: one warp turns each row's pack into its token and zeroes the pack; a
+// sampled (temperature > 0) launch with packs is rejected; the footprint is one CTA.
+TEST(Sample, GreedyFromArgmaxPacks) {
+  MEGAOPS_REQUIRE_GPU();
+  const int b = 37;  // more rows than the warp's lanes
+  std::vector<unsigned long long> packs(b);
+  std::vector<int32_t> want(b);
+  for (int r = 0; r < b; ++r) {
+    want[r] = r % 5 == 0 ? 0 : 1000 * r + 3;
+    packs[r] = r % 5 == 0 ? 0ull : greedy_pack(0.5f * static_cast<float>(r) - 4.0f, want[r]);
+  }
+  for (bool pdl : {false, true}) {
+    DeviceBuffer<float> logits(16);  // not read
+    DeviceBuffer<unsigned long long> d_packs(b);
+    DeviceBuffer<int32_t> tokens(b);
+    d_packs.upload(packs);
+    tokens.poison();
+    SampleParams p;
+    p.logits = logits.ptr;
+    p.ld = 16;
+    p.b = b;
+    p.vocab = 16;
+    p.tokens = tokens.ptr;
+    p.argmax = d_packs.ptr;
+    p.launch.pdl = pdl;
+    KernelFootprint f;
+    ASSERT_EQ(sample_footprint(p, &f), cudaSuccess);
+    EXPECT_EQ(f.ctas, 1);
+    ASSERT_EQ(launch_sample(p), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(tokens.download(), want);
+    EXPECT_EQ(d_packs.download(), std::vector<unsigned long long>(b, 0ull)) << "packs not zeroed";
+    DeviceBuffer<uint32_t> step(1);
+    p.temperature = 1.0f;
+    p.step = step.ptr;
+    EXPECT_EQ(launch_sample(p), cudaErrorInvalidValue);
+  }
 }
 
 // rng_rows: a row draws the numbers of the row it names (the decode-graph prefill samples a

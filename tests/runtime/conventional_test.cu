@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <random>
 
@@ -177,6 +178,47 @@ TEST(Conventional, GraphEagerAndPdlAgree) {
   const std::vector<int> graph = run(false, false);
   EXPECT_EQ(graph, run(true, false));
   EXPECT_EQ(graph, run(false, true));
+}
+
+// Greedy sampling in the LM head's epilogue (ExecutorOptions::greedy_in_lm_head; at batch 1 the
+// tiny LM head streams on the bulk kernel, so it takes the epilogue on sm_90) against the
+// sampler's own argmax over the logits: the same tokens, captured and eager, PDL on and off, and
+// the same logits bit for bit (the epilogue leaves them as they were).
+TEST(Conventional, GreedyInLmHeadSameTokens) {
+  MEGAOPS_REQUIRE_GPU();
+  for (const std::string preset : {"tiny-llama3", "tiny-qwen3"}) {
+    const ModelConfig cfg = preset_config(preset);
+    std::mt19937_64 rng(testing::test_seed());
+    const std::vector<std::vector<int>> prompts = {random_prompt(6, cfg.vocab_size, rng)};
+    auto run = [&](bool in_lm_head, bool debug, bool pdl, std::vector<float>* logits) {
+      ExecutorOptions opt;
+      opt.max_batch = 1;
+      opt.max_seq = 80;
+      opt.debug_sync = debug;
+      opt.pdl = pdl;
+      opt.greedy_in_lm_head = in_lm_head;
+      ConventionalExecutor ex(cfg, random_filler(5), opt);
+      std::vector<int> all = ex.prefill(prompts);
+      for (int i = 0; i < 48; ++i) {
+        all.push_back(ex.decode_step()[0]);
+        if (logits) {
+          const std::vector<float> l = ex.last_logits();
+          logits->insert(logits->end(), l.begin(), l.end());
+        }
+      }
+      return all;
+    };
+    for (bool pdl : {false, true}) {
+      SCOPED_TRACE(preset + (pdl ? " pdl" : " no pdl"));
+      std::vector<float> want_logits, got_logits;
+      const std::vector<int> want = run(false, false, pdl, &want_logits);
+      EXPECT_EQ(run(true, false, pdl, &got_logits), want);
+      EXPECT_EQ(run(true, true, pdl, nullptr), want);
+      ASSERT_EQ(got_logits.size(), want_logits.size());
+      EXPECT_EQ(std::memcmp(got_logits.data(), want_logits.data(), got_logits.size() * 4), 0)
+          << "logits differ";
+    }
+  }
 }
 
 // Sampling with a fixed seed is reproducible, and a different seed changes the tokens.

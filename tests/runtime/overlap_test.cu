@@ -702,6 +702,51 @@ TEST(Overlap, PdlChainFoldsIntoStreamingMatmuls) {
   }
 }
 
+// Greedy sampling in the LM head's epilogue in the overlap step (ExecutorOptions::
+// greedy_in_lm_head), seen from the trace at batch 2, where the sampler's launch tells the two
+// apart: one CTA reading the packs, or one CTA a row reading the logits. Every matmul on the
+// streaming kernel (MEGAOPS_MATMUL_PATH=stream: the tiny LM head at batch 2 would otherwise run
+// on the small-m kernel and keep the sampler's argmax), in the chain (the final norm folded into
+// the LM head) and the multi-stream step. Tokens and logits against the conventional step on the
+// same paths that samples from the logits: bit for bit.
+TEST(Overlap, GreedyInLmHeadSameTokens) {
+  MEGAOPS_REQUIRE_GPU();
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major != 9) GTEST_SKIP() << "the epilogue needs the bulk streaming kernel (sm_90)";
+  struct Env {
+    Env() { setenv("MEGAOPS_MATMUL_PATH", "stream", 1); }
+    ~Env() { unsetenv("MEGAOPS_MATMUL_PATH"); }
+  } env;
+  const ModelConfig cfg = preset_config("tiny-llama3");
+  const uint64_t seed = testing::test_seed();
+  const auto prompts = random_prompts({4, 7}, cfg.vocab_size, seed);
+  for (bool chain : {true, false}) {
+    ExecutorOptions r = reference_options(2, 48, chain);
+    r.greedy_in_lm_head = false;
+    ConventionalExecutor conv(cfg, random_filler(seed), r);
+    const Trace ref = run_steps(conv, prompts, 12, true);
+    for (bool in_lm_head : {true, false}) {
+      const std::string what = std::string(chain ? "chain" : "multi-stream") +
+                               " greedy in LM head " + std::to_string(in_lm_head);
+      ExecutorOptions o = overlap_options(2, 48, chain);
+      o.greedy_in_lm_head = in_lm_head;
+      o.overlap_trace_capacity = 1u << 16;
+      ConventionalExecutor ex(cfg, random_filler(seed), o);
+      expect_same(ref, run_steps(ex, prompts, 12, true), what, true);
+      uint64_t dropped = 0;
+      ex.take_overlap_trace(&dropped);
+      ex.decode_step();
+      const std::vector<std::string> names = ex.overlap_op_names();
+      int sample_ctas = 0;
+      for (const TraceEvent& e : ex.take_overlap_trace(&dropped))
+        sample_ctas += names[e.op_index] == "sample";
+      EXPECT_EQ(dropped, 0u);
+      EXPECT_EQ(sample_ctas, in_lm_head ? 1 : 2) << what;
+    }
+  }
+}
+
 // The chain with qkv_rope folded into attention, prompts run as rows of the decode step
 // (PrefillPath::DecodeGraph): replays of two rows hold consecutive positions of one sequence, so
 // an attention CTA attends a key that the other row of its launch writes (kernels/rope_fold.cuh
