@@ -342,7 +342,8 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t b
 }
 
 // The L2 policy of the weight copies (StreamMatmulArgs::l2_evict_first): every line they bring in
-// is the first to leave L2, or of normal priority (as without a hint).
+// is the first to leave L2, or (the diagnostic off state) of normal priority, which measured far
+// slower than a copy without any hint (docs/perf-notes.md item 46).
 __device__ __forceinline__ uint64_t l2_weight_policy(bool evict_first) {
   uint64_t first, normal;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(first));
