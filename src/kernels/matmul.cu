@@ -20,6 +20,7 @@
 
 #include "core/cuda_check.h"
 #include "core/cuda_owners.h"
+#include "core/env.h"
 #include "kernels/hbm_read.cuh"
 #include "kernels/matmul.cuh"
 #include "kernels/matmul_stream.cuh"
@@ -476,13 +477,7 @@ MatmulContext::MatmulContext() {
   }
   // MEGAOPS_STREAM_L2_EVICT_FIRST=0|1: the bulk kernel's weight copies with an L2 evict_first
   // policy (StreamMatmulArgs::l2_evict_first).
-  if (const char* env = std::getenv("MEGAOPS_STREAM_L2_EVICT_FIRST");
-      env != nullptr && *env != '\0') {
-    const std::string v = env;
-    if (v != "0" && v != "1")
-      throw InputError("MEGAOPS_STREAM_L2_EVICT_FIRST: expected 0 or 1, found '" + v + "'");
-    stream_l2_evict_first_ = v == "1";
-  }
+  stream_l2_evict_first_ = env_flag("MEGAOPS_STREAM_L2_EVICT_FIRST", stream_l2_evict_first_);
   stream_bulk_ = matmul_stream_bulk_supported();
   if (const char* env = std::getenv("MEGAOPS_STREAM_KERNEL"); env != nullptr && *env != '\0') {
     const std::string v = env;
@@ -493,12 +488,7 @@ MatmulContext::MatmulContext() {
   }
   // MEGAOPS_MATMUL_TUNE=1: decode-sized cuBLASLt problems get a timed algorithm (tune_pending);
   // 0 (the default): the heuristic's first answer for every problem.
-  if (const char* env = std::getenv("MEGAOPS_MATMUL_TUNE"); env != nullptr && *env != '\0') {
-    const std::string v = env;
-    if (v != "0" && v != "1")
-      throw InputError("MEGAOPS_MATMUL_TUNE: expected 0 or 1, found '" + v + "'");
-    tune_ = v == "1";
-  }
+  tune_ = env_flag("MEGAOPS_MATMUL_TUNE", tune_);
   // MEGAOPS_MATMUL_STREAM_SHAPES="NxK,NxK": these weight shapes on the streaming kernel (where it
   // fits), the rest by the rule; for measuring one op's kernel in the step.
   if (const char* env = std::getenv("MEGAOPS_MATMUL_STREAM_SHAPES"); env != nullptr) {

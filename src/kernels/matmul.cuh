@@ -140,14 +140,6 @@ class MatmulContext {
   // MEGAOPS_STREAM_KERNEL=ring|bulk sets it at construction.
   void set_stream_bulk(bool bulk);
   bool stream_bulk() const { return stream_bulk_; }
-  // Whether the bulk streaming kernel's weight copies carry an L2 evict_first policy (on by
-  // default; StreamMatmulArgs::l2_evict_first) or an evict_normal one; the environment's
-  // MEGAOPS_STREAM_L2_EVICT_FIRST=0|1 sets it at construction. Off is a diagnostic, not the old
-  // behaviour: the copies still carry a policy, and evict_normal measured far slower than no hint
-  // at all (llama3.1-8b chain 3.854 -> 4.148 ms a token with it and the executor's two knobs of
-  // the same run off, bench/results/2026-12-01-s24-call4; docs/perf-notes.md item 46).
-  void set_stream_l2_evict_first(bool on) { stream_l2_evict_first_ = on; }
-  bool stream_l2_evict_first() const { return stream_l2_evict_first_; }
 
   // cuBLASLt algorithm tuning for decode-sized problems (m <= MATMUL_TUNE_MAX_M). A problem that
   // run_cublaslt meets during stream capture and has no tuned algorithm for runs the heuristic's
@@ -182,6 +174,12 @@ class MatmulContext {
   // Ring slots of the streaming kernel (MEGAOPS_STREAM_STAGES; 0 = its default).
   int stream_stages_ = 0;
   bool stream_bulk_ = false;  // sm_90 unless MEGAOPS_STREAM_KERNEL says otherwise
+  // Whether the bulk streaming kernel's weight copies carry an L2 evict_first policy (on by
+  // default; StreamMatmulArgs::l2_evict_first) or an evict_normal one; the environment's
+  // MEGAOPS_STREAM_L2_EVICT_FIRST=0|1 sets it at construction. Off is a diagnostic, not the old
+  // behaviour: the copies still carry a policy, and evict_normal measured far slower than no hint
+  // at all (llama3.1-8b chain 3.854 -> 4.148 ms a token with it and the executor's two knobs of
+  // the same run off, bench/results/2026-12-01-s24-call4; docs/perf-notes.md item 46).
   bool stream_l2_evict_first_ = true;
   bool tune_ = false;
   std::map<CublasLtKey, MatmulParams> pending_;  // one problem per key, awaiting tune_pending

@@ -1,11 +1,13 @@
-// Token selection, one CTA of 1024 threads per row of logits, following ref::sample exactly:
+// Token selection, one CTA of 1024 threads per row of logits (or, where the LM head's epilogue
+// took the greedy argmax, SampleParams::argmax, one warp reading its packs), following ref::sample
+// exactly:
 //   greedy: argmax, lowest index on ties;
 //   sampled: p_i = exp((x_i - max) / T); the top-k threshold is the k-th largest logit, found by
-//   bisection on the order-preserving integer key of the float (a block-wide count per step, so it
-//   is exact); the top-p threshold is the largest key whose kept mass reaches top_p of the top-k
-//   mass, by the same bisection with block-wide sums; the pick is the first kept index, in index
-//   order, whose running sum exceeds u * (kept mass), via a block-wide prefix scan over contiguous
-//   per-thread segments of the vocabulary.
+//   bisection on the order-preserving integer key of the float (kernels/greedy_key.cuh; a
+//   block-wide count per step, so it is exact); the top-p threshold is the largest key whose kept
+//   mass reaches top_p of the top-k mass, by the same bisection with block-wide sums; the pick is
+//   the first kept index, in index order, whose running sum exceeds u * (kept mass), via a
+//   block-wide prefix scan over contiguous per-thread segments of the vocabulary.
 // All reductions use a fixed order, so a row's result is deterministic. Float sums may still order
 // differently from the CPU oracle, which can flip a pick whose running sum lands within rounding of
 // the boundary (rare; the test allows for it).
@@ -21,12 +23,6 @@ namespace {
 
 constexpr int SAMPLE_THREADS = 1024;
 constexpr int SAMPLE_WARPS = SAMPLE_THREADS / 32;
-
-// The monotone float -> uint32 map of kernels/greedy_key.cuh (-0 folded onto +0, so that ties as
-// the reference sees them, float ==, are ties here too).
-__device__ __forceinline__ uint32_t order_key(float x) {
-  return greedy_order_key(x);
-}
 
 struct SampleShared {
   float f[SAMPLE_WARPS];
@@ -142,7 +138,7 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
 
   const float temp = p.temperature;
   auto prob = [&](float v) { return expf((v - max_v) / temp); };
-  const uint32_t max_key = order_key(max_v);
+  const uint32_t max_key = greedy_order_key(max_v);
 
   // Top-k: the largest key with count(key_i >= key) >= k is the k-th largest logit's key.
   uint32_t keep_key = 0;
@@ -151,7 +147,7 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
     while (hi - lo > 1) {
       const uint32_t mid = static_cast<uint32_t>((lo + hi) / 2);
       int c = 0;
-      for (int i = tid; i < n; i += SAMPLE_THREADS) c += order_key(x[i]) >= mid;
+      for (int i = tid; i < n; i += SAMPLE_THREADS) c += greedy_order_key(x[i]) >= mid;
       if (block_reduce_int<IntReduce::Add>(c, sm) >= p.top_k)
         lo = mid;
       else
@@ -166,7 +162,7 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
     float s = 0.0f;
     for (int i = tid; i < n; i += SAMPLE_THREADS) {
       const float v = x[i];
-      if (order_key(v) >= keep_key) s += prob(v);
+      if (greedy_order_key(v) >= keep_key) s += prob(v);
     }
     const float target = p.top_p * block_sum(s, sm);
     uint64_t lo = keep_key, hi = static_cast<uint64_t>(max_key) + 1;
@@ -175,7 +171,7 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
       float m = 0.0f;
       for (int i = tid; i < n; i += SAMPLE_THREADS) {
         const float v = x[i];
-        if (order_key(v) >= mid) m += prob(v);
+        if (greedy_order_key(v) >= mid) m += prob(v);
       }
       if (block_sum(m, sm) >= target)
         lo = mid;
@@ -195,7 +191,7 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
   int last_kept = -1;
   for (int i = begin; i < end; ++i) {
     const float v = x[i];
-    if (order_key(v) >= keep_key) {
+    if (greedy_order_key(v) >= keep_key) {
       const float pv = prob(v);
       local += pv;
       if (pv > 0.0f) last_kept = i;
@@ -211,7 +207,7 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
     float run = 0.0f;
     for (int i = begin; i < end; ++i) {
       const float v = x[i];
-      if (order_key(v) >= keep_key) {
+      if (greedy_order_key(v) >= keep_key) {
         // A token whose p underflowed to 0 is never picked, as in the reference.
         const float pv = prob(v);
         run += pv;

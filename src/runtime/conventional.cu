@@ -5,7 +5,6 @@
 // The residual add of each block is fused into the next norm, so the layer is 9 kernels.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -14,6 +13,7 @@
 
 #include "core/cuda_check.h"
 #include "core/cuda_owners.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "graph/overlap_budget.h"
@@ -1282,19 +1282,9 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   s.full_cfg = cfg;
   s.cfg = cfg;
   s.opt = opt;
-  if (const char* env = std::getenv("MEGAOPS_GREEDY_IN_LM_HEAD"); env != nullptr && *env != '\0') {
-    const std::string v = env;
-    if (v != "0" && v != "1")
-      throw InputError("MEGAOPS_GREEDY_IN_LM_HEAD: expected 0 or 1, found '" + v + "'");
-    s.opt.greedy_in_lm_head = v == "1";
-  }
-  if (const char* env = std::getenv("MEGAOPS_CHAIN_O_EARLY_TRIGGER");
-      env != nullptr && *env != '\0') {
-    const std::string v = env;
-    if (v != "0" && v != "1")
-      throw InputError("MEGAOPS_CHAIN_O_EARLY_TRIGGER: expected 0 or 1, found '" + v + "'");
-    s.opt.overlap_early_trigger_o_proj = v == "1";
-  }
+  s.opt.greedy_in_lm_head = env_flag("MEGAOPS_GREEDY_IN_LM_HEAD", opt.greedy_in_lm_head);
+  s.opt.overlap_early_trigger_o_proj =
+      env_flag("MEGAOPS_CHAIN_O_EARLY_TRIGGER", opt.overlap_early_trigger_o_proj);
   // Tensor parallelism: validate, then compute with this rank's configuration.
   if (opt.tp > 1 && opt.tp_comm == nullptr)
     throw_input_error(
