@@ -31,8 +31,9 @@ bench_rows() {
 # Rows alternated: two rounds over the presets in $2 (space-separated), each preset's entries in
 # the order $1 (space-separated) in round 1 and reversed in round 2, every row within what is
 # left of a $3-second call; the rest are bench's arguments. An entry is a build (a name under
-# $X), or LABEL@BUILD[@VAR=value...]: that build with those variables set (one binary under
-# several environments). Rows are named LABEL_PRESET_rROUND (LABEL = the build for a plain one).
+# $X), or LABEL@BUILD[@VAR=value...][@--option=value...]: that build with those variables set and
+# those bench options added (one binary under several environments or loops). Rows are named
+# LABEL_PRESET_rROUND (LABEL = the build for a plain one).
 alternated_rows() {
   local entries=$1 presets=$2 budget=$3 round m e v order
   shift 3
@@ -45,9 +46,12 @@ alternated_rows() {
         IFS=@ read -ra parts <<<"$e"
         # A subshell, so the variables end with the row.
         (
-          for v in "${parts[@]:2}"; do export "${v?}"; done
+          local extra=()
+          for v in "${parts[@]:2}"; do
+            case $v in --*) extra+=("$v") ;; *) export "${v?}" ;; esac
+          done
           bench_rows "${parts[0]}_${m}_r$round" "$X/${parts[1]:-${parts[0]}}" "$budget" \
-            --preset "$m" "$@"
+            --preset "$m" "$@" "${extra[@]}"
         )
       done
     done

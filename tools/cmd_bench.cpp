@@ -37,8 +37,9 @@ struct BenchOpts {
   TpOptions tp;  // --tp and the options of joining a tensor-parallel job
   std::string model, preset, batches, pdl = "both", backend = "conventional", json_out, git_sha;
   std::string prefill = "layers";
-  ChainOptions chain;              // --overlap-chain-waits, --overlap-fold-*
-  std::vector<std::string> plans;  // --plan, repeatable
+  std::string decode_loop = "stream";  // --decode-loop
+  ChainOptions chain;                  // --overlap-chain-waits, --overlap-fold-*
+  std::vector<std::string> plans;      // --plan, repeatable
   int prompt = 32, gen = 128, repeats = 3, overlap_streams = 3, overlap_vendor_chunks = 1;
   bool overlap_v0 = false, overlap_pdl_chain = false, step_times = false;
   uint64_t seed = 0;
@@ -175,13 +176,22 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
           size_t kv_bytes = 0;
           std::vector<double> steps;
           auto prev = t1;
-          for (int g = 1; g < o.gen; ++g) {
-            kv_bytes += ex.kv_bytes_read();
-            ex.decode_step();  // returns with the step's tokens on the host
-            if (o.step_times) {
-              const auto now = std::chrono::steady_clock::now();
-              steps.push_back(std::chrono::duration<double, std::milli>(now - prev).count());
-              prev = now;
+          // Each step's wall time ends when its tokens are on the host.
+          auto step_done = [&](int, const std::vector<int>&) {
+            if (!o.step_times) return;
+            const auto now = std::chrono::steady_clock::now();
+            steps.push_back(std::chrono::duration<double, std::milli>(now - prev).count());
+            prev = now;
+          };
+          if (o.decode_loop == "stream") {
+            // The KV bytes each step reads, from the positions before any step runs.
+            const size_t kv0 = ex.kv_bytes_read(), kv_step = ex.kv_bytes_per_step();
+            for (int g = 1; g < o.gen; ++g) kv_bytes += kv0 + (g - 1) * kv_step;
+            ex.decode_steps(o.gen - 1, step_done);
+          } else {
+            for (int g = 1; g < o.gen; ++g) {
+              kv_bytes += ex.kv_bytes_read();
+              step_done(g - 1, ex.decode_step());  // returns with the step's tokens on the host
             }
           }
           const auto t2 = std::chrono::steady_clock::now();
@@ -231,6 +241,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
                           {"model", src.name},
                           {"prompt_tokens", o.prompt},
                           {"new_tokens", o.gen},
+                          {"decode_loop", o.decode_loop},
                           {"repeats", o.repeats},
                           {"overlap_streams", o.overlap_streams},
                           {"overlap_pdl_chain", o.overlap_pdl_chain},
@@ -400,6 +411,10 @@ Runner add_bench(CLI::App& app) {
                "overlap step of v0: every matmul on the small-m kernel, capped attention splits");
   app.add_option("--overlap-vendor-chunks", o->overlap_vendor_chunks,
                  "launches per cuBLASLt matmul of the overlap step, along N (default 1)");
+  app.add_option("--decode-loop", o->decode_loop,
+                 "stream (default): each step enqueued before the host reads the previous one's "
+                 "tokens, as a serving loop runs them; sync: the host waits for every step's "
+                 "tokens before it launches the next");
   app.add_flag("--step-times", o->step_times,
                "also write every decode step's wall time (ms, each timed repeat) to the JSON");
   app.add_option("--seed", o->seed, "seed of the random weights and prompts");
@@ -418,6 +433,7 @@ Runner add_bench(CLI::App& app) {
                         "needs --overlap-streams 1 (one stream carries the chain), found " +
                             std::to_string(o->overlap_streams));
     check_chain_options(o->chain, "--overlap-");
+    check_one_of("--decode-loop", o->decode_loop, {"stream", "sync"});
     // A bad value is an error before any GPU work, on any build.
     [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
 #ifdef MEGAOPS_HAVE_CUDA

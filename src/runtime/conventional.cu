@@ -222,7 +222,10 @@ struct ConventionalExecutor::Impl {
   int32_t* dec_ctx = nullptr;
   int32_t* dec_slots = nullptr;
   uint32_t* step = nullptr;
-  int32_t* host_tokens = nullptr;  // pinned
+  // Pinned, 3 x max_batch: the tokens decode_step returns, then decode_steps' two ring slots.
+  int32_t* host_tokens = nullptr;
+  // decode_steps: recorded after each ring slot's copy (created on first use).
+  cudaEvent_t ring_done[2] = {nullptr, nullptr};
   // PrefillPath::DecodeGraph: each sequence's last-row logits until the last replay has run
   // ([max_batch, vocab] fp32, allocated on first use).
   std::unique_ptr<CudaMemory> prefill_logits;
@@ -615,6 +618,12 @@ struct ConventionalExecutor::Impl {
   // debug_sync), then its b sampled tokens into host_tokens; returns when they are there. Errors
   // go through the overlap or TP watchdog, so a hung wait is reported by name.
   void run_step(int b);
+  // What run_step enqueues, with the tokens copied into `host_dst` (pinned, b entries); returns
+  // without waiting.
+  void enqueue_step(int b, int32_t* host_dst);
+  // Throws on err, through the overlap or TP watchdog where the backend has one (a tripped record
+  // names the op and tile that hung instead of the bare error).
+  void check_step(cudaError_t err);
   // Rows [c0, c0 + t) of a host vector into dst[0, t) on the executor's stream (asynchronous: the
   // vector must outlive the copy, i.e. until the next synchronisation).
   void upload_rows(int32_t* dst, const std::vector<int32_t>& src, int c0, int t) {
@@ -1493,7 +1502,7 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   MEGAOPS_CUDA_CHECK(cudaMemset(s.greedy_argmax, 0,
                                 static_cast<size_t>(opt.max_batch) * sizeof(unsigned long long)));
   MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());  // the executor's stream does not wait for memsets
-  MEGAOPS_CUDA_CHECK(cudaMallocHost(&s.host_tokens, opt.max_batch * sizeof(int32_t)));
+  MEGAOPS_CUDA_CHECK(cudaMallocHost(&s.host_tokens, 3 * opt.max_batch * sizeof(int32_t)));
   // The overlap backend's state (streams, counters, watchdog, buffers, preloaded kernels) exists
   // from construction when it is the configured backend, so the first step cannot hit a lazy
   // module load (DESIGN rule 1); a conventional executor sets it up only if switched later.
@@ -1587,6 +1596,8 @@ ConventionalExecutor::Impl::~Impl() {
     cudaFree(peer->base);
   }
   for (cudaEvent_t e : prof_events) cudaEventDestroy(e);
+  for (cudaEvent_t e : ring_done)
+    if (e) cudaEventDestroy(e);
   for (auto& [key, exec] : graphs) cudaGraphExecDestroy(exec);
   if (stream) {
     cudaStreamSynchronize(stream);
@@ -1700,6 +1711,12 @@ size_t ConventionalExecutor::kv_bytes_read() const {
   return positions * s.cfg.kv_dim() * 2 /*k and v*/ * 2 /*bytes*/ * s.cfg.num_layers;
 }
 
+size_t ConventionalExecutor::kv_bytes_per_step() const {
+  const Impl& s = *impl_;
+  return static_cast<size_t>(s.batch) * s.cfg.kv_dim() * 2 /*k and v*/ * 2 /*bytes*/ *
+         s.cfg.num_layers;
+}
+
 static void check_ids(const std::vector<int>& ids, int vocab, const char* what) {
   for (int id : ids)
     if (id < 0 || id >= vocab)
@@ -1788,26 +1805,31 @@ void ConventionalExecutor::Impl::prefill_layers(const std::vector<int32_t>& ids,
   lm_head_and_sample(lm_in, B, false, /*rng_by_slot=*/false);
 }
 
-void ConventionalExecutor::Impl::run_step(int b) {
-  // Every status goes through the backend's watchdog. Overlap: after a trap the context is dead
-  // and any call may fail first; a tripped record names the op and tile that hung instead of the
-  // bare error. Conventional under TpReduce::Peer: a hung wait traps, its record names the site.
-  auto checked = [this](cudaError_t err) {
-    if (err == cudaSuccess) return;
-    if (opt.backend == DecodeBackend::Overlap) overlap_check(err);  // throws
-    if (peer) peer->watchdog->check(err, peer->site_names);
-    MEGAOPS_CUDA_CHECK(err);
-  };
+void ConventionalExecutor::Impl::check_step(cudaError_t err) {
+  if (err == cudaSuccess) return;
+  if (opt.backend == DecodeBackend::Overlap) overlap_check(err);  // throws
+  if (peer) peer->watchdog->check(err, peer->site_names);
+  MEGAOPS_CUDA_CHECK(err);
+}
+
+void ConventionalExecutor::Impl::enqueue_step(int b, int32_t* host_dst) {
+  // Every status goes through the backend's watchdog (check_step). Overlap: after a trap the
+  // context is dead and any call may fail first. Conventional under TpReduce::Peer: a hung wait
+  // traps, its record names the site.
   if (!opt.debug_sync)
-    checked(cudaGraphLaunch(graph_for(b, opt.pdl), stream));
+    check_step(cudaGraphLaunch(graph_for(b, opt.pdl), stream));
   else if (opt.backend == DecodeBackend::Overlap)
     // Eager on the W streams, then one synchronisation: per-op synchronisation would wait for a
     // consumer whose producer may not be issued yet (reverse issue order).
     record_overlap_step(b);
   else
     record_decode_step(b, opt.pdl);  // eager, checked op by op
-  checked(cudaMemcpyAsync(host_tokens, dec_tokens, b * 4, cudaMemcpyDeviceToHost, stream));
-  checked(cudaStreamSynchronize(stream));
+  check_step(cudaMemcpyAsync(host_dst, dec_tokens, b * 4, cudaMemcpyDeviceToHost, stream));
+}
+
+void ConventionalExecutor::Impl::run_step(int b) {
+  enqueue_step(b, host_tokens);
+  check_step(cudaStreamSynchronize(stream));
 }
 
 void ConventionalExecutor::Impl::prefill_via_decode_graph(const std::vector<int32_t>& ids,
@@ -1866,6 +1888,49 @@ std::vector<int> ConventionalExecutor::decode_step(const std::vector<int>* force
   s.run_step(s.batch);
   for (int b = 0; b < s.batch; ++b) ++s.host_pos[b];
   return std::vector<int>(s.host_tokens, s.host_tokens + s.batch);
+}
+
+std::vector<int> ConventionalExecutor::decode_steps(
+    int steps, const std::function<void(int, const std::vector<int>&)>& on_tokens) {
+  Impl& s = *impl_;
+  if (s.batch == 0) throw_input_error("decode", "", "decode_steps before prefill");
+  if (steps < 1)
+    throw_input_error("decode", "steps", "expected >= 1, found " + std::to_string(steps));
+  for (int b = 0; b < s.batch; ++b)
+    if (s.host_pos[b] + steps > s.opt.max_seq)
+      throw_input_error("decode", "sequence " + std::to_string(b),
+                        "context of " + std::to_string(s.host_pos[b] + steps) + " tokens after " +
+                            std::to_string(steps) + " steps exceeds the configured maximum " +
+                            std::to_string(s.opt.max_seq));
+  std::vector<int> tokens;
+  if (s.opt.debug_sync) {  // eager steps are checked op by op: nothing to overlap
+    for (int i = 0; i < steps; ++i) {
+      tokens = decode_step();
+      if (on_tokens) on_tokens(i, tokens);
+    }
+    return tokens;
+  }
+  for (cudaEvent_t& e : s.ring_done)
+    if (e == nullptr) MEGAOPS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  // Step i's tokens land in ring slot i % 2; step i + 2 reuses it, and is enqueued only after
+  // the host has read step i's (the loop below), so no copy overwrites a slot being read.
+  auto slot = [&s](int i) {
+    return s.host_tokens + static_cast<size_t>(1 + i % 2) * s.opt.max_batch;
+  };
+  auto enqueue = [&s, &slot](int i) {
+    s.enqueue_step(s.batch, slot(i));
+    s.check_step(cudaEventRecord(s.ring_done[i % 2], s.stream));
+    for (int b = 0; b < s.batch; ++b) ++s.host_pos[b];  // the device's state once it runs
+  };
+  enqueue(0);
+  for (int i = 0; i < steps; ++i) {
+    if (i + 1 < steps) enqueue(i + 1);  // reads step i's tokens on the device
+    s.check_step(cudaEventSynchronize(s.ring_done[i % 2]));
+    tokens.assign(slot(i), slot(i) + s.batch);
+    if (on_tokens) on_tokens(i, tokens);
+  }
+  std::copy(tokens.begin(), tokens.end(), s.host_tokens);
+  return tokens;
 }
 
 std::vector<ConventionalExecutor::OpTime> ConventionalExecutor::profile_decode_steps(int steps) {

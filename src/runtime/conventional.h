@@ -179,6 +179,17 @@ class ConventionalExecutor {
   // would pass max_seq.
   std::vector<int> decode_step(const std::vector<int>* forced = nullptr);
 
+  // `steps` decode steps (>= 1) with the host one step behind the GPU, as vLLM's asynchronous
+  // scheduling runs them: step i + 1 is enqueued before the host waits for step i's tokens (it
+  // reads them on the device), so the GPU never idles on the host's round trip (graph launch,
+  // token copy, synchronisation). on_tokens(i, tokens) (may be empty) gets each step's tokens in
+  // order as they reach the host, while step i + 1 runs; the tokens equal those of `steps` calls
+  // of decode_step. Returns the last step's tokens. Every step runs: there is no early stop (an
+  // exception from on_tokens leaves step i + 1 enqueued and counted). Throws InputError before
+  // running anything when a sequence would pass max_seq.
+  std::vector<int> decode_steps(
+      int steps, const std::function<void(int step, const std::vector<int>& tokens)>& on_tokens);
+
   // Logits [batch, vocab] of the last prefill (its last position) or decode step.
   std::vector<float> last_logits() const;
 
@@ -215,6 +226,8 @@ class ConventionalExecutor {
   size_t weight_bytes() const;
   // KV-cache bytes a decode step reads for the current batch at the current lengths.
   size_t kv_bytes_read() const;
+  // How much kv_bytes_read() grows with each decode step (one position per sequence).
+  size_t kv_bytes_per_step() const;
 
   cudaStream_t stream() const;
 

@@ -265,6 +265,59 @@ TEST(Conventional, DecodeGraphPrefillSamplesAsTheLayerPath) {
   EXPECT_GE(same, total - 1) << same << " of " << total;
 }
 
+// decode_steps (the host one step behind, the next step enqueued before it reads the tokens)
+// against decode_step: the same tokens step by step, delivered in order, the same logits after,
+// and the executor's state where decode_step leaves it (decode_step, and decode_steps again,
+// carry on from it). Conventional with PDL off and on, and the overlap backend's chain.
+TEST(Conventional, DecodeStepsStreamsWhatDecodeStepReturns) {
+  MEGAOPS_REQUIRE_GPU();
+  const ModelConfig cfg = preset_config("tiny-qwen3");
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<std::vector<int>> prompts = {random_prompt(7, cfg.vocab_size, rng),
+                                                 random_prompt(3, cfg.vocab_size, rng)};
+  for (int mode = 0; mode < 3; ++mode) {
+    SCOPED_TRACE(mode == 0 ? "conventional" : mode == 1 ? "conventional + pdl" : "overlap chain");
+    ExecutorOptions opt;
+    opt.max_batch = 2;
+    opt.max_seq = 64;
+    opt.pdl = mode == 1;
+    if (mode == 2) {
+      opt.backend = DecodeBackend::Overlap;
+      opt.overlap_streams = 1;
+      opt.overlap_pdl_chain = true;
+    }
+    std::vector<float> want_logits;
+    std::vector<std::vector<int>> want;
+    {
+      ConventionalExecutor ex(cfg, random_filler(9), opt);
+      ex.prefill(prompts);
+      for (int i = 0; i < 40; ++i) want.push_back(ex.decode_step());
+      want_logits = ex.last_logits();
+    }
+    ConventionalExecutor ex(cfg, random_filler(9), opt);
+    ex.prefill(prompts);
+    std::vector<std::vector<int>> got;
+    std::vector<int> order;
+    auto take = [&](int i, const std::vector<int>& t) {
+      order.push_back(i);
+      got.push_back(t);
+    };
+    EXPECT_EQ(ex.decode_steps(17, take), want[16]);
+    got.push_back(ex.decode_step());
+    EXPECT_EQ(ex.decode_steps(1, take), want[18]);
+    EXPECT_EQ(ex.decode_steps(21, take), want[39]);
+    EXPECT_EQ(got, want);
+    std::vector<int> want_order;
+    for (int n : {17, 1, 21})
+      for (int i = 0; i < n; ++i) want_order.push_back(i);
+    EXPECT_EQ(order, want_order);
+    const std::vector<float> logits = ex.last_logits();
+    ASSERT_EQ(logits.size(), want_logits.size());
+    EXPECT_EQ(std::memcmp(logits.data(), want_logits.data(), logits.size() * 4), 0);
+    EXPECT_EQ(ex.decode_steps(3, {}).size(), 2u);  // no callback
+  }
+}
+
 TEST(Conventional, InputErrors) {
   MEGAOPS_REQUIRE_GPU();
   const ModelConfig cfg = preset_config("tiny-llama3");
@@ -273,13 +326,16 @@ TEST(Conventional, InputErrors) {
   opt.max_seq = 8;
   ConventionalExecutor ex(cfg, random_filler(1), opt);
   EXPECT_THROW(ex.decode_step(), InputError);                      // before prefill
+  EXPECT_THROW(ex.decode_steps(1, {}), InputError);                // before prefill
   EXPECT_THROW(ex.prefill({{1}, {2}, {3}}), InputError);           // batch > allocated
   EXPECT_THROW(ex.prefill({{cfg.vocab_size}}), InputError);        // id outside vocab
   EXPECT_THROW(ex.prefill({{-1}}), InputError);                    // negative id
   EXPECT_THROW(ex.prefill({{}}), InputError);                      // empty prompt
   EXPECT_THROW(ex.prefill({std::vector<int>(8, 1)}), InputError);  // context too long
   ex.prefill({{1, 2, 3, 4, 5, 6}});
-  ex.decode_step();                            // position 6 -> 7
+  EXPECT_THROW(ex.decode_steps(0, {}), InputError);  // no steps
+  EXPECT_THROW(ex.decode_steps(3, {}), InputError);  // the third would write position 8 of 8
+  ex.decode_step();                            // position 6 -> 7 (the refused steps ran nothing)
   ex.decode_step();                            // position 7 -> 8
   EXPECT_THROW(ex.decode_step(), InputError);  // would write position 8 of 8
   opt.max_batch = 65;

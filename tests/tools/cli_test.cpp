@@ -301,6 +301,16 @@ TEST(Cli, BenchPrefillRejectsUnknownPath) {
   EXPECT_NE(r.out.find("expected layers or graph, found 'decode'"), std::string::npos) << r.out;
 }
 
+// `bench --decode-loop` names the two loops; anything else is one error line, before GPU work, on
+// any build.
+TEST(Cli, BenchDecodeLoopRejectsUnknownLoop) {
+  const Result r = run_cli("bench --preset tiny-llama3 --decode-loop async");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("--decode-loop"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'async'"), std::string::npos) << r.out;
+}
+
 // `bench --overlap-pdl-chain` needs one stream: one error line naming the flag, on any machine.
 TEST(Cli, BenchPdlChainNeedsOneStream) {
   const Result r = run_cli("bench --preset tiny-llama3 --backend overlap --overlap-pdl-chain");
