@@ -222,9 +222,14 @@ struct ConventionalExecutor::Impl {
   int32_t* dec_ctx = nullptr;
   int32_t* dec_slots = nullptr;
   uint32_t* step = nullptr;
-  // Pinned, 3 x max_batch: the tokens decode_step returns, then decode_steps' two ring slots.
+  // Pinned and mapped, 3 x max_batch: the tokens decode_step returns (and forced tokens), then
+  // the two halves step_advance writes each decode step's tokens into (StepAdvanceParams::
+  // host_tokens: half host_pos[0] % 2 of the step, ring_half).
   int32_t* host_tokens = nullptr;
-  // decode_steps: recorded after each ring slot's copy (created on first use).
+  int32_t* ring_half(int parity) const {
+    return host_tokens + static_cast<size_t>(1 + parity) * opt.max_batch;
+  }
+  // decode_steps: recorded after each half's step (created on first use).
   cudaEvent_t ring_done[2] = {nullptr, nullptr};
   // PrefillPath::DecodeGraph: each sequence's last-row logits until the last replay has run
   // ([max_batch, vocab] fp32, allocated on first use).
@@ -538,6 +543,9 @@ struct ConventionalExecutor::Impl {
     ap.ctx_lens = dec_ctx;
     ap.step = step;
     ap.b = b;
+    ap.tokens = dec_tokens;
+    ap.host_tokens = ring_half(0);
+    ap.tokens_ld = opt.max_batch;
     return ap;
   }
 
@@ -616,11 +624,12 @@ struct ConventionalExecutor::Impl {
   void record_overlap_step(int b);
   // One decode step of b rows on the executor's stream (the backend's graph, or eagerly with
   // debug_sync), then its b sampled tokens into host_tokens; returns when they are there. Errors
-  // go through the overlap or TP watchdog, so a hung wait is reported by name.
-  void run_step(int b);
-  // What run_step enqueues, with the tokens copied into `host_dst` (pinned, b entries); returns
-  // without waiting.
-  void enqueue_step(int b, int32_t* host_dst);
+  // go through the overlap or TP watchdog, so a hung wait is reported by name. parity: that of
+  // the position row 0 feeds (dec_pos[0] % 2), the ring's half step_advance writes.
+  void run_step(int b, int parity);
+  // What run_step enqueues (the step, whose step_advance writes its tokens into ring_half(dec_pos
+  // [0] % 2)); returns without waiting, and without advancing host_pos.
+  void enqueue_step(int b);
   // Throws on err, through the overlap or TP watchdog where the backend has one (a tripped record
   // names the op and tile that hung instead of the bare error).
   void check_step(cudaError_t err);
@@ -1502,7 +1511,10 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   MEGAOPS_CUDA_CHECK(cudaMemset(s.greedy_argmax, 0,
                                 static_cast<size_t>(opt.max_batch) * sizeof(unsigned long long)));
   MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());  // the executor's stream does not wait for memsets
-  MEGAOPS_CUDA_CHECK(cudaMallocHost(&s.host_tokens, 3 * opt.max_batch * sizeof(int32_t)));
+  // Mapped: step_advance writes each step's tokens straight into it (the toolkit's unified
+  // addressing makes the host pointer the device's).
+  MEGAOPS_CUDA_CHECK(
+      cudaHostAlloc(&s.host_tokens, 3 * opt.max_batch * sizeof(int32_t), cudaHostAllocMapped));
   // The overlap backend's state (streams, counters, watchdog, buffers, preloaded kernels) exists
   // from construction when it is the configured backend, so the first step cannot hit a lazy
   // module load (DESIGN rule 1); a conventional executor sets it up only if switched later.
@@ -1812,7 +1824,7 @@ void ConventionalExecutor::Impl::check_step(cudaError_t err) {
   MEGAOPS_CUDA_CHECK(err);
 }
 
-void ConventionalExecutor::Impl::enqueue_step(int b, int32_t* host_dst) {
+void ConventionalExecutor::Impl::enqueue_step(int b) {
   // Every status goes through the backend's watchdog (check_step). Overlap: after a trap the
   // context is dead and any call may fail first. Conventional under TpReduce::Peer: a hung wait
   // traps, its record names the site.
@@ -1824,12 +1836,13 @@ void ConventionalExecutor::Impl::enqueue_step(int b, int32_t* host_dst) {
     record_overlap_step(b);
   else
     record_decode_step(b, opt.pdl);  // eager, checked op by op
-  check_step(cudaMemcpyAsync(host_dst, dec_tokens, b * 4, cudaMemcpyDeviceToHost, stream));
 }
 
-void ConventionalExecutor::Impl::run_step(int b) {
-  enqueue_step(b, host_tokens);
+void ConventionalExecutor::Impl::run_step(int b, int parity) {
+  enqueue_step(b);
   check_step(cudaStreamSynchronize(stream));
+  const int32_t* half = ring_half(parity);
+  std::copy(half, half + b, host_tokens);
 }
 
 void ConventionalExecutor::Impl::prefill_via_decode_graph(const std::vector<int32_t>& ids,
@@ -1852,7 +1865,7 @@ void ConventionalExecutor::Impl::prefill_via_decode_graph(const std::vector<int3
     upload_rows(dec_ctx, ctx, c0, t);
     MEGAOPS_CUDA_CHECK(
         cudaMemcpyAsync(step, &step0, sizeof(step0), cudaMemcpyHostToDevice, stream));
-    run_step(t);  // synchronises: the host vectors above may change after it
+    run_step(t, pos[c0] & 1);  // synchronises: the host vectors above may change after it
     for (int r = c0; r < c0 + t; ++r) {
       if (r + 1 < total && slot[r + 1] == slot[r]) continue;  // not the sequence's last token
       first[slot[r]] = host_tokens[r - c0];
@@ -1885,7 +1898,7 @@ std::vector<int> ConventionalExecutor::decode_step(const std::vector<int>* force
     MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(s.dec_tokens, s.host_tokens, s.batch * 4,
                                        cudaMemcpyHostToDevice, s.stream));
   }
-  s.run_step(s.batch);
+  s.run_step(s.batch, s.host_pos[0] & 1);
   for (int b = 0; b < s.batch; ++b) ++s.host_pos[b];
   return std::vector<int>(s.host_tokens, s.host_tokens + s.batch);
 }
@@ -1912,13 +1925,13 @@ std::vector<int> ConventionalExecutor::decode_steps(
   }
   for (cudaEvent_t& e : s.ring_done)
     if (e == nullptr) MEGAOPS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  // Step i's tokens land in ring slot i % 2; step i + 2 reuses it, and is enqueued only after
-  // the host has read step i's (the loop below), so no copy overwrites a slot being read.
-  auto slot = [&s](int i) {
-    return s.host_tokens + static_cast<size_t>(1 + i % 2) * s.opt.max_batch;
-  };
-  auto enqueue = [&s, &slot](int i) {
-    s.enqueue_step(s.batch, slot(i));
+  // Step i's tokens land in the ring's half of its position's parity (step_advance); step i + 2
+  // writes the same half, and is enqueued only after the host has read step i's (the loop
+  // below), so no step overwrites a half being read.
+  const int parity0 = s.host_pos[0] & 1;
+  auto slot = [&s, parity0](int i) { return s.ring_half((parity0 + i) & 1); };
+  auto enqueue = [&s](int i) {
+    s.enqueue_step(s.batch);
     s.check_step(cudaEventRecord(s.ring_done[i % 2], s.stream));
     for (int b = 0; b < s.batch; ++b) ++s.host_pos[b];  // the device's state once it runs
   };

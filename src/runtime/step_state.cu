@@ -7,13 +7,20 @@ namespace {
 
 __global__ void step_advance_kernel(int32_t* positions, int32_t* ctx_lens, uint32_t* step, int b,
                                     uint32_t* overlap_step, uint32_t* counters, int counters_n,
+                                    const int32_t* tokens, int32_t* host_tokens, int tokens_ld,
                                     TileSync sync) {
   // Every thread reads the overlap step before thread 0 may advance it: the barrier orders those
   // reads before the increment below (tile_sync_wait has one when it waits; add one otherwise).
   const uint32_t ostep = tile_sync_step(sync);
   tile_sync_wait(sync, ostep);  // the sampler (our predecessor) has read `step`
-  if (sync.step != nullptr) __syncthreads();
   const int i = threadIdx.x;
+  if (host_tokens != nullptr) {
+    // Every thread reads positions[0] before thread 0 advances it (the barrier below); the
+    // sampler, which wrote the tokens, completed before this kernel.
+    const int half = positions[0] & 1;
+    if (i < b) host_tokens[half * tokens_ld + i] = tokens[i];
+  }
+  if (sync.step != nullptr || host_tokens != nullptr) __syncthreads();
   // Every kernel of the step has completed (the join): no signal can race these stores.
   for (int k = i; k < counters_n; k += blockDim.x)
     counters[k] = tile_target(ostep, TILE_SYNC_STEP_SUM);
@@ -34,11 +41,12 @@ __global__ void step_advance_kernel(int32_t* positions, int32_t* ctx_lens, uint3
 
 cudaError_t launch_step_advance(const StepAdvanceParams& p) {
   if (!p.positions || !p.ctx_lens || !p.step || p.b < 1 || p.b > 1024 || p.counters_n < 0 ||
-      (p.counters_n > 0 && (p.counters == nullptr || p.overlap_step == nullptr)))
+      (p.counters_n > 0 && (p.counters == nullptr || p.overlap_step == nullptr)) ||
+      (p.host_tokens != nullptr && (p.tokens == nullptr || p.tokens_ld < p.b)))
     return cudaErrorInvalidValue;
   return launch_kernel(step_advance_kernel, dim3(1), dim3(((p.b + 31) / 32) * 32), 0, p.launch,
                        p.positions, p.ctx_lens, p.step, p.b, p.overlap_step, p.counters,
-                       p.counters_n, p.sync);
+                       p.counters_n, p.tokens, p.host_tokens, p.tokens_ld, p.sync);
 }
 
 cudaError_t preload_step_state_kernels() {

@@ -13,6 +13,13 @@ struct StepAdvanceParams {
   int32_t* ctx_lens = nullptr;   // [b]: positions + 1
   uint32_t* step = nullptr;      // scalar
   int b = 0;
+  // Optional: the step's tokens ([b], what the sampler wrote) copied into host memory mapped into
+  // the device (pinned, [2, tokens_ld]), into half positions[0] % 2 (the parity of the position
+  // the step fed, before it advances), so the host reads a step's tokens once the step is done
+  // without a copy on the stream between steps, and the step after it may already run.
+  const int32_t* tokens = nullptr;
+  int32_t* host_tokens = nullptr;
+  int tokens_ld = 0;
   // Overlap step only: the overlap step counter (TileSync::step of every kernel of the step),
   // incremented with `step`; null in the conventional step. step_advance must be the last kernel
   // of the step, after all streams joined, so that no kernel of step s reads s + 1.
