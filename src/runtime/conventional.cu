@@ -1716,17 +1716,21 @@ std::vector<TraceEvent> ConventionalExecutor::take_overlap_trace(uint64_t* dropp
   return out;
 }
 
+// KV-cache bytes of one cached position over all layers (k and v, bf16).
+static size_t kv_bytes_per_position(const ModelConfig& cfg) {
+  return static_cast<size_t>(cfg.kv_dim()) * 2 /*k and v*/ * 2 /*bytes*/ * cfg.num_layers;
+}
+
 size_t ConventionalExecutor::kv_bytes_read() const {
   const Impl& s = *impl_;
   size_t positions = 0;
   for (int b = 0; b < s.batch; ++b) positions += static_cast<size_t>(s.host_pos[b]) + 1;
-  return positions * s.cfg.kv_dim() * 2 /*k and v*/ * 2 /*bytes*/ * s.cfg.num_layers;
+  return positions * kv_bytes_per_position(s.cfg);
 }
 
 size_t ConventionalExecutor::kv_bytes_per_step() const {
   const Impl& s = *impl_;
-  return static_cast<size_t>(s.batch) * s.cfg.kv_dim() * 2 /*k and v*/ * 2 /*bytes*/ *
-         s.cfg.num_layers;
+  return static_cast<size_t>(s.batch) * kv_bytes_per_position(s.cfg);
 }
 
 static void check_ids(const std::vector<int>& ids, int vocab, const char* what) {

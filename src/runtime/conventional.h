@@ -182,11 +182,11 @@ class ConventionalExecutor {
   // `steps` decode steps (>= 1) with the host one step behind the GPU, as vLLM's asynchronous
   // scheduling runs them: step i + 1 is enqueued before the host waits for step i's tokens (it
   // reads them on the device), so the GPU never idles on the host's round trip (graph launch,
-  // token copy, synchronisation). on_tokens(i, tokens) (may be empty) gets each step's tokens in
-  // order as they reach the host, while step i + 1 runs; the tokens equal those of `steps` calls
-  // of decode_step. Returns the last step's tokens. Every step runs: there is no early stop (an
-  // exception from on_tokens leaves step i + 1 enqueued and counted). Throws InputError before
-  // running anything when a sequence would pass max_seq.
+  // synchronisation, reading the tokens step_advance wrote into mapped host memory). on_tokens(i,
+  // tokens) (may be empty) gets each step's tokens in order as they reach the host, while step i +
+  // 1 runs; the tokens equal those of `steps` calls of decode_step. Returns the last step's tokens.
+  // Every step runs: there is no early stop (an exception from on_tokens leaves step i + 1 enqueued
+  // and counted). Throws InputError before running anything when a sequence would pass max_seq.
   std::vector<int> decode_steps(
       int steps, const std::function<void(int step, const std::vector<int>& tokens)>& on_tokens);
 
