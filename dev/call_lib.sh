@@ -1,7 +1,8 @@
-# Sourced by the device call scripts of dev/ (`. dev/call_lib.sh`): `left N` (seconds left of an N
-# second budget, for timeouts), the environment every call needs (NVLink multicast off, the
-# toolkit's libraries), a scratch folder $O, `log` lines with the time (also into $O/run.log),
-# and `call_finish`, which packs $O into $OUT/all.tgz (the device tool brings back few files).
+# Sourced by a device command (`. dev/call_lib.sh`; dev/README.md shows one): `left N` (seconds
+# left of an N second budget, for timeouts), the environment every call needs (NVLink multicast
+# off, the toolkit's libraries), a scratch folder $O, `log` lines with the time (also into
+# $O/run.log), and `call_finish`, which packs $O into $OUT/all.tgz for the trip back (the device
+# tool brings back few files). Unpack it here and commit its JSON and a README, not the archive.
 set -u
 call_t0=$(date +%s)
 left() { echo $(( $1 - ($(date +%s) - call_t0) )); }

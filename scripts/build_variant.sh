@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds main plus zero or more dev/ patches in a scratch worktree and copies the binaries the GPU
+# Builds main plus zero or more patches in a scratch worktree and copies the binaries the GPU
 # run needs to .carry/NAME/ (with a GIT_SHA naming the patches), for A/B runs on the GPU machine
 # (gpu_run.sh BIN=.carry/NAME, or AB_BINS="NAME:.carry/NAME"). The working tree is not touched.
-#   scripts/build_variant.sh NAME [dev/some.patch ...]
+#   scripts/build_variant.sh NAME [PATCH ...]   (paths relative to the repository root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: scripts/build_variant.sh NAME [PATCH ...]" >&2; exit 2; }
