@@ -1,0 +1,28 @@
+// Causal prefill attention on tensor cores (FlashAttention-2 style): the same contract as
+// launch_prefill_attention (kernels/attention.cuh) so the executor can switch to it. A CTA takes
+// 64 query tokens of one head (four warps, 16 rows each); K and V tiles of 64 keys of the matching
+// kv head (GQA) stream through shared memory two deep (cp.async); scores and P·V run on
+// mma.sync m16n8k16 bf16 with fp32 accumulation, fed by ldmatrix; softmax is online (base 2,
+// scale folded into the scores). Packed variable-length sequences: a block of 64 tokens that
+// spans several slots runs one pass over the keys per slot, masking the rows of the others.
+// head_dim 64 and 128 take this kernel; other head dims go to launch_prefill_attention.
+#pragma once
+
+#include "kernels/attention.cuh"
+
+namespace megaops {
+
+// Query tokens per CTA and keys per shared-memory tile of the tensor-core kernel.
+constexpr int PREFILL_FLASH_BQ = 64;
+constexpr int PREFILL_FLASH_BK = 64;
+
+// Whether launch_prefill_attention_flash runs p on the tensor-core kernel (head_dim 64 or 128);
+// otherwise it forwards p to launch_prefill_attention.
+bool prefill_attention_flash_supported(const PrefillAttentionParams& p);
+
+// Same params, validation and results (bf16 rounding aside) as launch_prefill_attention.
+cudaError_t launch_prefill_attention_flash(const PrefillAttentionParams& p);
+
+cudaError_t preload_prefill_attention_flash_kernels();
+
+}  // namespace megaops
