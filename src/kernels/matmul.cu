@@ -24,7 +24,6 @@
 #include "kernels/hbm_read.cuh"
 #include "kernels/matmul.cuh"
 #include "kernels/matmul_stream.cuh"
-#include "runtime/device_memory.h"
 
 namespace megaops {
 
@@ -771,8 +770,13 @@ void MatmulContext::tune_pending(cudaStream_t stream) {
     if (tune_scratch_bytes_ < scratch_bytes) {
       tune_memory_.reset();
       tune_scratch_bytes_ = 0;
-      tune_memory_ = std::make_unique<DeviceMemory>();
-      tune_scratch_ = tune_memory_->alloc("cuBLASLt tuning scratch", scratch_bytes);
+      try {
+        tune_memory_ = std::make_unique<CudaMemory>(scratch_bytes);
+      } catch (const DeviceError& e) {
+        throw DeviceError("allocating the cuBLASLt tuning scratch (" +
+                          std::to_string(scratch_bytes) + " bytes): " + e.what());
+      }
+      tune_scratch_ = tune_memory_->ptr;
       tune_scratch_bytes_ = scratch_bytes;
       MEGAOPS_CUDA_CHECK(cudaMemset(tune_scratch_, 0, scratch_bytes));  // read by the flush
     }

@@ -13,13 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "core/cuda_owners.h"
 #include "core/dtype.h"
 #include "kernels/act_fold.cuh"
 #include "kernels/common.cuh"
 #include "kernels/matmul_dispatch.h"
 #include "kernels/norm_fold.cuh"
 #include "kernels/tile_sync.cuh"
-#include "runtime/device_memory.h"
 
 namespace megaops {
 
@@ -148,11 +148,12 @@ class MatmulContext {
   // captures a step, tunes what is pending, and captures it again. The first tuning allocates a
   // 128 MB scratch buffer (output and L2 flush) that the context keeps. Throws DeviceError on a
   // CUDA failure. Off by default: MEGAOPS_MATMUL_TUNE=1 or set_tuning(true) turns it on. Measured
-  // (bench/results/2026-11-29-s7-call2): standalone the tuned algorithms are as fast or faster
-  // (8B QKV 16.5 -> 15.6 us, qwen3-0.6b O 12.4 -> 5.3), yet the llama3.1-8b step ran slower with
-  // them (4.72 / 4.66 -> 4.99 / 4.84 ms, PDL off / on) when a memset emptied L2 between timed
-  // launches; with the read that empties it now, on another machine, 0.6% / 0.4% faster than
-  // untuned (-s8-call1), within the spread of rows: docs/perf-notes.md item 18.
+  // on an H200: standalone the tuned algorithms are as fast or faster (8B QKV 16.5 -> 15.6 us,
+  // qwen3-0.6b O 12.4 -> 5.3), yet the llama3.1-8b step ran slower with them (4.72 / 4.66 -> 4.99
+  // / 4.84 ms, PDL off / on) when a memset emptied L2 between timed launches; with the read that
+  // empties it now, on another machine, 0.6% / 0.4% faster than untuned, within the spread of
+  // rows (docs/perf-notes.md, "cuBLASLt algorithms timed instead of the heuristic's first
+  // answer").
   size_t pending_tuning() const { return pending_.size(); }
   void tune_pending(cudaStream_t stream);
   void set_tuning(bool on) { tune_ = on; }
@@ -179,11 +180,12 @@ class MatmulContext {
   // MEGAOPS_STREAM_L2_EVICT_FIRST=0|1 sets it at construction. Off is a diagnostic, not the old
   // behaviour: the copies still carry a policy, and evict_normal measured far slower than no hint
   // at all (llama3.1-8b chain 3.854 -> 4.148 ms a token with it and the executor's two knobs of
-  // the same run off, bench/results/2026-12-01-s24-call4; docs/perf-notes.md item 46).
+  // the same run off; docs/perf-notes.md, "Greedy sampling in the LM head's epilogue, the
+  // weights' L2 evict_first policy").
   bool stream_l2_evict_first_ = true;
   bool tune_ = false;
   std::map<CublasLtKey, MatmulParams> pending_;  // one problem per key, awaiting tune_pending
-  std::unique_ptr<DeviceMemory> tune_memory_;    // owns tune_scratch_
+  std::unique_ptr<CudaMemory> tune_memory_;      // owns tune_scratch_
   void* tune_scratch_ = nullptr;
   size_t tune_scratch_bytes_ = 0;
   cublasLtHandle_t handle_ = nullptr;

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "kernels/matmul_dispatch.h"
+#include "core/matmul_dispatch.h"
 
 namespace megaops {
 

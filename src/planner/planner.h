@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "graph/op_graph.h"
-#include "kernels/matmul_dispatch.h"
+#include "core/matmul_dispatch.h"
 #include "planner/service_table.h"
 #include "planner/tile_sim.h"
 
@@ -37,11 +37,11 @@ struct CostModel {
   // How the overlap executor synchronises: false = per tile (the design), true = per tensor (the
   // executor as it is: a consumer waits for its producer's whole output). overlap_handoff_us is
   // the latency from a producer's last tile to its consumers' first work under per-tensor waits
-  // (measured 1.2-3.3 us, median 2.6, in the trace of bench/results/2026-11-29-eeaaee5-variants).
+  // (measured 1.2-3.3 us, median 2.6, in a trace of the overlap step; docs/overlap-design.md).
   bool overlap_tensor_waits = false;
   double overlap_handoff_us = 0;
   // Vendor GEMMs in an overlap region (the executor as it is, docs/overlap-design.md): a matmul
-  // the conventional step runs on cuBLASLt (kernels/matmul_dispatch.h) runs on its producer's
+  // the conventional step runs on cuBLASLt (core/matmul_dispatch.h) runs on its producer's
   // stream after it (one kernel boundary), so none of its weights stream before the producer
   // completed; nothing after it in the region is issued before it completes (a barrier: one
   // boundary), and that barrier is the next op's wait. Applies with overlap_tensor_waits.
@@ -184,7 +184,7 @@ TtftPlan rank_ttft(const PlanResult& step, double layers_us, TtftReplays replays
 std::string plan_json(const PlanResult& r, const OpGraph& g, int index);
 
 // Whether the executors run this op as a vendor (cuBLASLt) GEMM: a matmul outside the small-m
-// kernel's dispatch (kernels/matmul_dispatch.h).
+// kernel's dispatch (core/matmul_dispatch.h).
 bool is_vendor_gemm(const Op& op);
 
 // The tile graph of one candidate, as simulated (also used by the dumps).

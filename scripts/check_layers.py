@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Fails when a file under src/ includes a header across a forbidden layer edge.
+
+The layers (DESIGN.md): core <- io <- models -> graph; planner uses graph only;
+runtime uses graph, kernels and sync; kernels use sync and core only; reference is used by tests
+and `--cpu` only; tools/, tests/ and fuzz/ may use everything. core is the base every layer may
+use. A file's layer is its directory under src/; an include's layer is the first component of its
+quoted path (`#include "kernels/matmul.cuh"`); includes without a directory are the file's own
+layer.
+
+Edges that break the rules today and can only go with changes to files other work owns are listed
+in ALLOWED_BACK_EDGES, each with the reason. The check fails on a forbidden include that is not
+listed, and on a listed one that no longer exists (delete its entry: the list only shrinks).
+
+  python3 scripts/check_layers.py [--root DIR]     # check the tree (default: this repository)
+  python3 scripts/check_layers.py selftest         # the checker catches a planted bad include
+"""
+import argparse
+import os
+import re
+import sys
+import tempfile
+
+# Layer -> the layers its files may include (besides its own).
+RULES = {
+    "core": set(),
+    "sync": {"core"},
+    "io": {"core"},
+    "graph": {"core"},
+    "models": {"io", "graph", "core"},
+    "planner": {"graph", "core"},
+    "kernels": {"sync", "core"},
+    "runtime": {"graph", "kernels", "sync", "core"},
+    # The fp32 oracle of the whole model reads checkpoints and configs like any user of them.
+    "reference": {"models", "io", "core"},
+}
+
+# (file, included header) -> why the edge is still there. Remove an entry with the edge.
+ALLOWED_BACK_EDGES = {
+    ("src/graph/op_graph.h", "models/model_config.h"):
+        "build_decode_graph / build_prefill_graph take a ModelConfig; they move to models/ "
+        "(models -> graph) with the one step graph models/ builds (other work of the same "
+        "issue), and the planner's service table (planner/service_table.cpp) must then be "
+        "handed that graph instead of rebuilding one from a profile's shapes",
+    ("src/runtime/conventional.h", "reference/ops.h"):
+        "the executor's sampling options are the oracle's ref::SamplingParams; the parameters "
+        "belong in core/, shared by the sampler kernels and the oracle (runtime/ is being split "
+        "into executors by other work, which owns these files)",
+    ("src/runtime/conventional.h", "models/model_config.h"):
+        "executors take a ModelConfig rather than the step graph models/ builds; goes with the "
+        "executor split (runtime/ is owned by that work)",
+    ("src/runtime/conventional.h", "io/chrome_trace.h"):
+        "take_overlap_trace returns io's TraceEvent records; the record type belongs in core/ "
+        "(or runtime/), with tools/ writing the trace file (runtime/ is owned by the executor "
+        "split)",
+    ("src/runtime/conventional.cu", "models/checkpoint.h"):
+        "the executor uploads the checkpoint's tensors itself; goes with the executor split's "
+        "step resources (runtime/ is owned by that work)",
+    ("src/runtime/conventional.cu", "models/tensor_parallel.h"):
+        "the executor shards the weights for tensor parallelism itself; goes with the executor "
+        "split (runtime/ is owned by that work)",
+    ("src/runtime/tp_comm.cpp", "io/rendezvous.h"):
+        "the NCCL communicator meets its ranks through io's rendezvous file; the rendezvous "
+        "belongs to the caller (tools/tp_launch) once the communicator takes a unique id "
+        "(runtime/ is owned by the executor split)",
+}
+
+SOURCE_EXTS = (".h", ".hpp", ".cuh", ".cpp", ".cc", ".cu")
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def includes_of(path):
+    """The quoted includes of a file, with their line numbers."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    out = []
+    for m in INCLUDE_RE.finditer(text):
+        out.append((text.count("\n", 0, m.start()) + 1, m.group(1)))
+    return out
+
+
+def check(root):
+    """Returns (violations, stale allowlist entries) for the tree at `root`."""
+    src = os.path.join(root, "src")
+    violations, seen_allowed = [], set()
+    for dirpath, _, files in os.walk(src):
+        for name in sorted(files):
+            if not name.endswith(SOURCE_EXTS):
+                continue
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            layer = rel.split("/")[1]
+            if layer not in RULES:
+                violations.append((rel, 0, "", f"src/{layer}/ is not a known layer (add it to RULES)"))
+                continue
+            for line, inc in includes_of(path):
+                if "/" not in inc:
+                    continue  # the file's own directory
+                target = inc.split("/")[0]
+                if target == layer or target in RULES[layer]:
+                    continue
+                if target not in RULES:
+                    continue  # not one of ours (a third-party header with a directory)
+                key = (rel, inc)
+                if key in ALLOWED_BACK_EDGES:
+                    seen_allowed.add(key)
+                    continue
+                allowed = ", ".join(sorted(RULES[layer])) or "nothing"
+                violations.append((rel, line, inc,
+                                   f"{layer} may include {allowed} (not {target})"))
+    stale = sorted(set(ALLOWED_BACK_EDGES) - seen_allowed)
+    return violations, stale
+
+
+def report(root):
+    violations, stale = check(root)
+    for rel, line, inc, why in violations:
+        print(f"{rel}:{line}: forbidden include \"{inc}\": {why}")
+    for rel, inc in stale:
+        print(f"{rel}: allowlisted include \"{inc}\" is gone: delete its entry from "
+              f"ALLOWED_BACK_EDGES in scripts/check_layers.py")
+    if violations or stale:
+        print(f"check_layers: {len(violations)} forbidden include(s), {len(stale)} stale "
+              f"allowlist entr{'y' if len(stale) == 1 else 'ies'}")
+        return 1
+    print(f"check_layers: ok ({len(ALLOWED_BACK_EDGES)} allowlisted back edges)")
+    return 0
+
+
+def selftest():
+    def write(root, rel, text):
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+
+    def tree(extra):
+        root = tempfile.mkdtemp(prefix="check_layers_")
+        write(root, "src/core/error.h", "#pragma once\n#include <string>\n")
+        write(root, "src/sync/atomics.cuh", '#include "core/error.h"\n')
+        write(root, "src/kernels/rmsnorm.cu", '#include "rmsnorm.cuh"\n#include "sync/atomics.cuh"\n')
+        write(root, "src/models/model_config.h", '#include "io/text_file.h"\n#include "graph/op_graph.h"\n')
+        # Every allowlisted edge present, so the clean tree has no stale entries.
+        allowed = {}
+        for rel, inc in sorted(ALLOWED_BACK_EDGES):
+            allowed[rel] = allowed.get(rel, "") + f'#include "{inc}"\n'
+        for rel, text in allowed.items():
+            write(root, rel, text)
+        for rel, text in extra.items():
+            write(root, rel, text)
+        return root
+
+    failures = []
+
+    def expect(name, got, want):
+        if got != want:
+            failures.append(f"{name}: got {got}, want {want}")
+
+    v, s = check(tree({}))
+    expect("clean tree", (len(v), len(s)), (0, 0))
+    # A planted bad include: kernels -> runtime (the edge matmul.cuh had).
+    v, s = check(tree({"src/kernels/matmul.cuh": '#include <cstdint>\n  #  include "runtime/device_memory.h"\n'}))
+    expect("kernels -> runtime caught", [(x[0], x[1], x[2]) for x in v],
+           [("src/kernels/matmul.cuh", 2, "runtime/device_memory.h")])
+    # Every rule of the issue, one forbidden edge each.
+    for rel, inc in [("src/io/config_json.cpp", "models/model_config.h"),
+                     ("src/planner/planner.h", "kernels/matmul_dispatch.h"),
+                     ("src/runtime/step.cu", "reference/model.h"),
+                     ("src/graph/op_graph.cpp", "planner/planner.h"),
+                     ("src/core/context.h", "io/safetensors.h"),
+                     ("src/kernels/attention.cu", "graph/op_graph.h")]:
+        v, _ = check(tree({rel: f'#include "{inc}"\n'}))
+        expect(f"{rel} -> {inc} caught", [(x[0], x[2]) for x in v], [(rel, inc)])
+    # A new layer directory must be placed in the rules.
+    v, _ = check(tree({"src/serve/http.cpp": '#include "core/error.h"\n'}))
+    expect("unknown layer caught", len(v), 1)
+    # A stale allowlist entry (its edge removed) fails too.
+    first = sorted(ALLOWED_BACK_EDGES)[0]
+    root = tree({})
+    others = [inc for rel, inc in sorted(ALLOWED_BACK_EDGES) if rel == first[0] and inc != first[1]]
+    write(root, first[0], "".join(f'#include "{inc}"\n' for inc in others))
+    v, s = check(root)
+    expect("stale entry caught", (len(v), s), (0, [first]))
+    # What may be included: tools and tests use everything, the oracle reads models.
+    v, s = check(tree({"src/reference/model.cpp": '#include "models/checkpoint.h"\n',
+                       "tools/cmd_generate.cpp": '#include "reference/model.h"\n',
+                       "tests/runtime/x_test.cu": '#include "reference/ops.h"\n'}))
+    expect("allowed edges pass", (len(v), len(s)), (0, 0))
+    # And the check of this repository's own tree runs (its result is the ctest check_layers).
+    check(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+    for f in failures:
+        print("FAIL", f)
+    print("selftest:", "ok" if not failures else f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "selftest":
+        return selftest()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    return report(ap.parse_args().root)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
