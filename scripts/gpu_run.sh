@@ -9,7 +9,8 @@
 # OVERLAP_BATCHES, OVERLAP_STREAMS, OVERLAP_ENVS, OVERLAP_FLAGS, TP_PRESETS, TP_SIZES, TP_BATCHES,
 # TP_REDUCES, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, PROFILE_BATCHES, AB_BINS, AB_ENVS,
 # AB_PRESETS, AB_BATCHES, AB_BACKEND, SOAK_*, SANITIZE_TOOLS, SANITIZE_FILTER, SANITIZE_LIMIT,
-# TRACE_PRESETS, MATMUL_PRESETS, MATMUL_BATCHES, MATMUL_STAGES, HF_CHECK_FLAGS (check-logits).
+# TRACE_PRESETS, MATMUL_PRESETS, MATMUL_BATCHES, MATMUL_STAGES, HF_PRESETS, HF_ARCHS (hf_write_checkpoint.py),
+# HF_CHECK_FLAGS (check-logits).
 # `ab` benchmarks other builds (AB_BINS) or settings (AB_ENVS) beside this one. `tests` runs every
 # GPU test except the overlap executor's, which `overlap` runs under a time limit (a hang there
 # must not eat the device call) together with the overlap benchmark.
@@ -88,14 +89,27 @@ if want overlap; then
 fi
 
 if want hf; then
-  for preset in llama3.2-1b qwen3-0.6b; do
-    log "HF transformers vs megaops: $preset"
+  # Presets written by init-random, then checkpoints written by transformers' save_pretrained
+  # (deeper than the presets: bf16 error grows with depth, check-logits judges it against HF's
+  # own bf16 run of the same tokens).
+  hf_check() {
+    local name=$1 dir=$2
+    log "HF transformers vs megaops: $name"
+    python3 scripts/hf_compare.py --model "$dir" --out "/tmp/hf-$name.safetensors" \
+      --prompt 32 --steps 65 | tee "$OUT/hf_reference_$name.json" || status=1
+    "$BIN/megaops" check-logits --model "$dir" --expected "/tmp/hf-$name.safetensors" \
+      --json "$OUT/hf_check_$name.json" ${HF_CHECK_FLAGS:-} || status=1
+  }
+  for preset in ${HF_PRESETS:-llama3.2-1b qwen3-0.6b}; do
     dir=/tmp/megaops-ckpt/$preset
-    "$BIN/megaops" init-random --preset "$preset" --out "$dir" 2>/dev/null || status=1
-    python3 scripts/hf_compare.py --model "$dir" --out "/tmp/hf-$preset.safetensors" \
-      --prompt 32 --steps 65 || status=1
-    "$BIN/megaops" check-logits --model "$dir" --expected "/tmp/hf-$preset.safetensors" \
-      --json "$OUT/hf_check_$preset.json" ${HF_CHECK_FLAGS:-} || status=1
+    "$BIN/megaops" init-random --preset "$preset" --out "$dir" --force 2>/dev/null || status=1
+    hf_check "$preset" "$dir"
+  done
+  for arch in ${HF_ARCHS:-llama3.2-3b qwen3-4b}; do
+    dir=/tmp/hf-ckpt/$arch
+    python3 scripts/hf_write_checkpoint.py --arch "$arch" --out "$dir" || status=1
+    hf_check "hf-$arch" "$dir"
+    rm -rf "$dir"
   done
 fi
 
@@ -125,8 +139,8 @@ if want sanitize; then
     # never finished).
     # racecheck instruments every shared-memory access: the 8B-width executor test streams ~170 MB
     # of weights through the streaming kernel's shared memory per step and had not finished after
-    # ~50 s (bench/results/2026-11-30-s8-call5); the streaming kernel's racecheck coverage is
-    # MatmulTest.Stream*, and memcheck / synccheck still run the executor test.
+    # ~50 s on an H200; the streaming kernel's racecheck coverage is MatmulTest.Stream*, and
+    # memcheck / synccheck still run the executor test.
     filter=${SANITIZE_FILTER:-$SANITIZE_DEFAULT}
     [ "$tool" = racecheck ] && [ -z "${SANITIZE_FILTER:-}" ] &&
       filter="$filter:Conventional.EightBWidthLayersMatchOracleWithAndWithoutPdl"
@@ -257,8 +271,8 @@ fi
 # ncu_matmul: one matmul kernel's launches on one model's decode shapes, standalone
 # (bench-matmul), with source counters, to see where a CTA's time goes. Default: the bulk
 # streaming kernel on the 8B shapes, whose down projection (k = 14336) reaches 66% of the HBM
-# ceiling against 86% on gate_up (docs/perf-notes.md item 25). NCU_MATMUL_PATH picks the
-# bench-matmul path, NCU_MATMUL_REGEX the kernel name, NCU_MATMUL_PRESET the shapes.
+# ceiling against 86% on gate_up (docs/perf-notes.md, "Per-shape read floors"). NCU_MATMUL_PATH
+# picks the bench-matmul path, NCU_MATMUL_REGEX the kernel name, NCU_MATMUL_PRESET the shapes.
 if want ncu_matmul; then
   log "ncu: ${NCU_MATMUL_PATH:-stream-bulk} matmul, ${NCU_MATMUL_PRESET:-llama3.1-8b} m = 1"
   timeout -k 5 300 ncu --clock-control none --kernel-name "regex:${NCU_MATMUL_REGEX:-matmul_stream}" \

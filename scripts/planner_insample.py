@@ -9,8 +9,9 @@ all-conventional step, and serial_overlap_step_us either
   --serial shift: the profile's own figure moved by as much as graph_step_us moved (round 2: the
   figures were timed over fewer steps than the measurement);
 then `megaops plan` ranks again and each measured candidate is matched by its regions.
-  python3 scripts/planner_insample.py --protocol bench/results/2026-11-29-s6-call5 --serial shift
-Results: bench/results/2026-11-29-s5-insample (round 1), -s6-insample (round 2)."""
+  python3 scripts/planner_insample.py --protocol PROTOCOL_DIR --serial shift
+where PROTOCOL_DIR holds a round's profiles/, pools/ and measured/ (scripts/planner_protocol.sh
+writes them; docs/planner-validation.md lists the rounds and their results)."""
 import argparse, json, os, statistics, subprocess, tempfile
 
 

@@ -3,8 +3,8 @@
 # decode profiles, the pools from them (the planner's code is the carried build's, committed
 # before this run), then every candidate of every pool of at least 8, then the report. No step
 # between profiling and measuring, so nobody sees a profile before the measurements. About 10
-# minutes on an H200: run it detached across two device calls (bench/results/2026-11-29-s5-call2
-# has the call script of round 1).
+# minutes on an H200: run it detached across two device calls (start it in the background in one,
+# collect $OUTDIR in the next; dev/call_lib.sh's wait_done waits for it).
 #   BIN=.carry/x/NAME scripts/planner_protocol.sh OUTDIR
 # A subset when device time is short (the report says which cases ran):
 #   PROTOCOL_PRESETS="llama3.2-1b llama3.1-8b" PROTOCOL_BATCHES="1 8" scripts/planner_protocol.sh OUTDIR

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """How decode steps grow with the context, from `megaops bench --step-times` JSON.
 
-For every row (batch, PDL, executor) of each file: the mean step of every timed repeat (a
-repeat far from the others is a state change, docs/perf-notes.md item 29), then the step time by
-context length (the mean over repeats of each step, in blocks of --block steps), its growth from
-the first block to the last, and the largest jump between neighbouring steps (a kernel changing
-shape at a context length: one more round of loads, a split; item 33). Step i of a repeat attends
+For every row (batch, PDL, executor) of each file: the mean step of every timed repeat (a repeat
+far from the others is a state change: docs/perf-notes.md, "The prompt through the captured decode
+step"), then the step time by context length (the mean over repeats of each step, in blocks of
+--block steps), its growth from the first block to the last, and the largest jump between
+neighbouring steps (a kernel changing shape at a context length: one more round of loads, a split;
+docs/perf-notes.md, "Decode attention's cost grows with the context"). Step i of a repeat attends
 over prompt + 1 + i keys.
 
   python3 scripts/step_times_report.py bench.json [more.json ...] [--block 16] [--json out.json]

@@ -3,7 +3,8 @@
 // (measure_hbm_ceiling_isolated): the ceiling measurement (22 launches of the read kernel between
 // timing events) run in the process that then times decode steps left every later kernel boundary
 // of that process ~0.45 us longer (llama3.1-8b batch 1 without PDL 4.60 -> 4.74 ms/token,
-// qwen3-0.6b batch 8 1.19 -> 1.30; docs/perf-notes.md item 35), which no user's process pays.
+// qwen3-0.6b batch 8 1.19 -> 1.30; docs/perf-notes.md, "The HBM ceiling kernel slowed every later
+// step of the bench process"), which no user's process pays.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -223,13 +223,12 @@ Runner add_plan(CLI::App& app) {
     const std::string name = o->model.empty() ? o->preset : o->model;
     CostModel cost;
     cost.fixed_split_supported = false;
-    // The overlap executor as measured (docs/overlap-design.md, trace of 2026-11-29): consumers
+    // The overlap executor as measured (docs/overlap-design.md, a trace of its step): consumers
     // wait for whole tensors, a handoff takes 2.6 us (median), and a waiting small-m CTA holds
     // one 32 KB weight group (three CTAs per SM: 96 KB per worker, not the 256 KB default).
     cost.overlap_tensor_waits = true;
     cost.overlap_handoff_us = 2.6;
-    // ... and runs the conventional step's cuBLASLt GEMMs behind gates, with a barrier after each
-    // (2026-11-29, fourth session).
+    // ... and runs the conventional step's cuBLASLt GEMMs behind gates, with a barrier after each.
     cost.overlap_vendor_gemms = true;
     cost.machine.staging_bytes = 96 << 10;
     ServiceTable table;

@@ -1,4 +1,4 @@
-// `--tp N` of bench and generate (issue 6): one process per GPU. The process the user starts is
+// `--tp N` of bench and generate: one process per GPU. The process the user starts is
 // rank 0; it starts ranks 1..N-1 as copies of itself (the same command line plus --tp-rank,
 // --tp-job and --tp-rendezvous) and waits for them. To span hosts, start each rank yourself with
 // the same --tp, --tp-job and a --tp-rendezvous path on a shared filesystem, and --tp-rank R

@@ -1,4 +1,4 @@
-// A file rendezvous for the processes of one tensor-parallel job (issue 6): rank 0 publishes a
+// A file rendezvous for the processes of one tensor-parallel job: rank 0 publishes a
 // small opaque blob (NCCL's unique id) under a job token, the other ranks wait for it. The file
 // may be on a shared filesystem, so one path spans hosts. The job token keeps a rank from taking
 // a blob a previous job left behind. Host code only; no CUDA, no NCCL.

@@ -38,7 +38,7 @@ struct LaunchOptions {
   // or a cudaSharedmemCarveout value); -1 leaves the kernel's own attribute. Under PDL a kernel's
   // CTAs start on an SM while its predecessor's still run there only if the SM's L1 / shared
   // split suits both, so the executor gives a kernel the split of the one launched after it
-  // (docs/perf-notes.md item 20).
+  // (docs/perf-notes.md, "The shared-memory carveout and the streaming kernel under PDL").
   int carveout = -1;
 };
 

@@ -49,10 +49,11 @@ struct StreamMatmulArgs {
   unsigned* sched = nullptr;
   // Bulk version: the weight copies carry an L2 evict_first policy (else evict_normal), so that
   // the weights, read once a step, leave L2 to what is read again: the KV cache, the activations,
-  // the norms' gains. Measured (bench/results/2026-12-01-s24-call2, one binary, rows alternated,
-  // ms/token at batch 1, conventional + PDL / chain): llama3.2-1b 0.882 / 0.763 -> 0.863 / 0.755,
-  // qwen3-0.6b 0.819 / 0.713 -> 0.785 / 0.695, llama3.1-8b 4.23-4.25 / 3.91-3.92 -> 4.14-4.16 /
-  // 3.90-3.91, qwen3-8b 4.38 / 4.02-4.03 -> 4.29 / 4.03 (without the policy: no hint at all).
+  // the norms' gains. Measured (one binary, rows alternated, ms/token at batch 1, conventional +
+  // PDL / chain; docs/perf-notes.md, "Greedy sampling in the LM head's epilogue, the weights' L2
+  // evict_first policy"): llama3.2-1b 0.882 / 0.763 -> 0.863 / 0.755, qwen3-0.6b 0.819 / 0.713
+  // -> 0.785 / 0.695, llama3.1-8b 4.23-4.25 / 3.91-3.92 -> 4.14-4.16 / 3.90-3.91, qwen3-8b 4.38 /
+  // 4.02-4.03 -> 4.29 / 4.03 (without the policy: no hint at all).
   bool l2_evict_first = false;
 };
 

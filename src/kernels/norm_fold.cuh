@@ -1,4 +1,4 @@
-// The residual add + RMSNorm folded into the matmul that consumes it (issue 3's tile contract
+// The residual add + RMSNorm folded into the matmul that consumes it (DESIGN.md's tile contract
 // "RMSNorm folds into its consumer"): instead of an add_rmsnorm kernel writing the normalised bf16
 // row and the matmul reading it, the matmul's prologue reads the fp32 residual and delta, forms
 //   r = residual + delta,   x = bf16(r / sqrt(mean(r^2) + eps) * weight)

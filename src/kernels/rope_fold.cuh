@@ -23,13 +23,13 @@
 // cudaErrorNotSupported for a fold elsewhere. Rows of one launch must write distinct (slot,
 // position) pairs (qkv_rope's own result is a race otherwise).
 //
-// What it measured (bench/results/2026-11-30-s17-call1, -call2; one H200, the PDL chain at batch
-// 1, ms/token): with the first round of cached keys loaded after the wait (as first written) the
-// fold bought nothing on qwen3-0.6b (0.778-0.782 vs 0.773-0.778 unfolded) and 1% on llama3.2-1b
-// (0.892-0.893 vs 0.901-0.913): the prologue sat on the path in place of qkv_rope. With those
-// loads and the constants issued before the wait: qwen3-0.6b 0.757-0.758, llama3.2-1b
-// 0.877-0.878, llama3.1-8b 4.382 (4.409 with the loads after the wait), qwen3-8b 4.564 (4.589).
-// docs/perf-notes.md item 37.
+// What it measured (one H200, the PDL chain at batch 1, ms/token): with the first round of cached
+// keys loaded after the wait (as first written) the fold bought nothing on qwen3-0.6b (0.778-0.782
+// vs 0.773-0.778 unfolded) and 1% on llama3.2-1b (0.892-0.893 vs 0.901-0.913): the prologue sat on
+// the path in place of qkv_rope. With those loads and the constants issued before the wait:
+// qwen3-0.6b 0.757-0.758, llama3.2-1b 0.877-0.878, llama3.1-8b 4.382 (4.409 with the loads after
+// the wait), qwen3-8b 4.564 (4.589). docs/perf-notes.md, "qkv_rope folded into attention", gives
+// the runs.
 #pragma once
 
 #include "kernels/common.cuh"

@@ -1,10 +1,10 @@
-// The row-parallel projections' all-reduce through peer memory instead of NCCL (issue 6,
-// ExecutorOptions::tp_reduce = TpReduce::Peer): every rank's O / down projection writes its partial
-// sums into its own slot of a buffer the other ranks have mapped (CUDA IPC), then one kernel per
-// rank signals "my partial is written" on its own counter (release at system scope), waits for
-// every rank's counter (acquire at system scope, watchdog-bounded, through NVLink) and adds the
-// ranks' partials in rank order into its local output. Every rank adds in the same order, so all
-// ranks hold the same bits and sample the same tokens.
+// The row-parallel projections' all-reduce through peer memory instead of NCCL
+// (ExecutorOptions::tp_reduce = TpReduce::Peer): every rank's O / down projection writes its
+// partial sums into its own slot of a buffer the other ranks have mapped (CUDA IPC), then one
+// kernel per rank signals "my partial is written" on its own counter (release at system scope),
+// waits for every rank's counter (acquire at system scope, watchdog-bounded, through NVLink) and
+// adds the ranks' partials in rank order into its local output. Every rank adds in the same order,
+// so all ranks hold the same bits and sample the same tokens.
 //
 // Counters are monotonic like the overlap runtime's (DESIGN rule 3): one counter per (rank, site)
 // gets +1 per decode step; in step s (1-based, from device memory) a rank waits for >= s. A slot

@@ -1,4 +1,4 @@
-// Megatron-style tensor-parallel partition of a Llama 3 / Qwen 3 model over `tp` ranks (issue 6):
+// Megatron-style tensor-parallel partition of a Llama 3 / Qwen 3 model over `tp` ranks:
 // QKV and gate/up column-parallel (each rank a contiguous range of q heads, of the kv heads they
 // read, and of the intermediate features), O and down row-parallel (the matching input columns;
 // their outputs are partial sums that an all-reduce adds), the LM head vocab-parallel (each rank

@@ -28,11 +28,11 @@ constexpr uint64_t DEFAULT_WATCHDOG_MS = 2000;
 // The cap bounds how late a waiter notices a signal (about one sleep; __nanosleep may sleep up to
 // twice the request), the floor of the doubling (TILE_WAIT_SLEEP_MIN_NS) the L2 polling traffic.
 // 64: a doubling of one step from TILE_WAIT_SLEEP_MIN_NS keeps a back-off (DESIGN rule 4) and most
-// of what spinning buys. Overlap step, ms/token at caps 256 / 64 / 0, batch 1 (bench/results/
-// 2026-11-30-s11-call5, two alternated rounds): qwen3-0.6b 1.198-1.200 / 1.172-1.176 / 1.159-1.160,
-// llama3.2-1b 1.172-1.184 / 1.167-1.169 / 1.163-1.165, llama3.1-8b 5.105-5.111 / 5.091-5.096 /
-// 5.089-5.096; batch 8 faster or level, batch 32 level (within 0.3%). Earlier (2026-11-29-4s-call2)
-// 1,024 cost 5% against 256.
+// of what spinning buys. Overlap step, ms/token at caps 256 / 64 / 0, batch 1 (two alternated
+// rounds on one H200; docs/perf-notes.md, "The waits' back-off cap"): qwen3-0.6b 1.198-1.200 /
+// 1.172-1.176 / 1.159-1.160, llama3.2-1b 1.172-1.184 / 1.167-1.169 / 1.163-1.165, llama3.1-8b
+// 5.105-5.111 / 5.091-5.096 / 5.089-5.096; batch 8 faster or level, batch 32 level (within 0.3%). A
+// cap of 1,024 measured 5% slower than 256.
 constexpr uint32_t DEFAULT_WAIT_SLEEP_MAX_NS = 64;
 constexpr uint32_t MAX_WAIT_SLEEP_MAX_NS = 1000000;
 

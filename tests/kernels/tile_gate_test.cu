@@ -1,10 +1,10 @@
-// An unmodified cuBLASLt GEMM inside the overlap runtime at chunk granularity (issue 3 item 5,
-// kernels/tile_gate.cuh): a gate kernel waits for the producer's counter, the GEMM runs as C
-// launches along N, each followed by a signal of its share, and a consumer on a third stream
-// waits for the GEMM's counter and copies the output. Everything is issued consumer first, and
-// the producer is delayed on the GPU, so a gate that does not hold lets the GEMM read poisoned
-// (NaN) input and a signal that does not publish lets the consumer copy poisoned output. Two steps
-// on the same monotonic counters check the per-step targets.
+// An unmodified cuBLASLt GEMM inside the overlap runtime at chunk granularity (DESIGN.md's "Tile
+// contracts", kernels/tile_gate.cuh): a gate kernel waits for the producer's counter, the GEMM runs
+// as C launches along N, each followed by a signal of its share, and a consumer on a third stream
+// waits for the GEMM's counter and copies the output. Everything is issued consumer first, and the
+// producer is delayed on the GPU, so a gate that does not hold lets the GEMM read poisoned (NaN)
+// input and a signal that does not publish lets the consumer copy poisoned output. Two steps on the
+// same monotonic counters check the per-step targets.
 #include <gtest/gtest.h>
 
 #include <random>

@@ -210,10 +210,11 @@ INSTANTIATE_TEST_SUITE_P(FullSize, OverlapFullSize,
                                             std::get<2>(info.param) ? "_chain" : "");
                          });
 
-// The sequence that hung a candidate shared-memory split (bench/results/2026-11-30-s9-call3,
-// -call4): a full-size model decodes ~500 overlap steps at batch 1, then batch 8 and 32 on the
-// same executor. Every step must finish (a hang is the watchdog's DeviceError) with the tokens of
-// a conventional executor that ran the same prompts.
+// The sequence that hung a candidate shared-memory split (one split per overlap step; see
+// docs/perf-notes.md, "One shared-memory split per overlap step"): a full-size model decodes ~500
+// overlap steps at batch 1, then batch 8 and 32 on the same executor. Every step must finish (a
+// hang is the watchdog's DeviceError) with the tokens of a conventional executor that ran the same
+// prompts.
 TEST(Overlap, BatchSwitchAfterFiveHundredStepsFullSize) {
   MEGAOPS_REQUIRE_GPU();
   const ModelConfig cfg = preset_config("llama3.2-1b");
@@ -439,7 +440,7 @@ TEST(Overlap, PdlChainRejectsSeveralStreams) {
 // matmuls behind gates, whose signal kernels take the delays).
 TEST(Overlap, RandomDelays) {
   MEGAOPS_REQUIRE_GPU();
-  constexpr int TRIALS = 1000, STEPS = 6;  // issue 3: >= 1,000 randomized trials
+  constexpr int TRIALS = 1000, STEPS = 6;  // at least 1,000 randomized trials
   const uint64_t seed = testing::test_seed();
   for (const auto& [preset, batch] : {std::pair<const char*, int>{"tiny-qwen3", 2},
                                       std::pair<const char*, int>{"tiny-llama3", 12}}) {

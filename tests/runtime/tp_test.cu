@@ -1,4 +1,4 @@
-// The tensor-parallel path of the executor (issue 6): one rank through the TP path gives the
+// The tensor-parallel path of the executor: one rank through the TP path gives the
 // single-GPU bits (runs on one GPU); two ranks, each a fresh process of this test binary joined
 // through a rendezvous file, give the single-GPU tokens and logits within 2e-2 (skipped below
 // two GPUs); bad options get one-line errors.
