@@ -99,7 +99,8 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, device);
   if (lead) std::fprintf(stderr, "measuring the HBM read ceiling...\n");
-  // In a child process, before this one loads the model (docs/perf-notes.md item 35).
+  // In a child process, before this one loads the model: measured in this process, the ceiling
+  // kernel slowed every later step (tools/cmd_hbm_ceiling.cpp says by how much).
   const double ceiling_gbps = measure_hbm_ceiling_isolated(4096, 20, device);
 
   ExecutorOptions eo;
