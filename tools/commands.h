@@ -27,6 +27,7 @@ Runner add_profile(CLI::App& app);
 Runner add_trace(CLI::App& app);
 Runner add_plan(CLI::App& app);
 Runner add_bench_matmul(CLI::App& app);
+Runner add_bench_attention(CLI::App& app);
 Runner add_hbm_ceiling(CLI::App& app);
 
 // The HBM read ceiling of `device` (median GB/s of `iterations` reads of `mb` MiB), measured by

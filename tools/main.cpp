@@ -173,6 +173,8 @@ int main(int argc, char** argv) {
   add("profile", "per-op GPU time of a decode step", add_profile);
   add("bench-matmul", "time a model's decode matmuls on each matmul kernel (needs a GPU)",
       add_bench_matmul);
+  add("bench-attention", "time causal prefill attention against the GEMM ceiling (needs a GPU)",
+      add_bench_attention);
   add("hbm-ceiling", "the GPU's HBM read ceiling in GB/s (what bench reports against)",
       add_hbm_ceiling);
   add("trace", "timeline of one overlap decode step as a Chrome trace (needs a GPU)", add_trace);

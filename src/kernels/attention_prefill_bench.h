@@ -1,0 +1,46 @@
+// Standalone timing of causal prefill attention (`megaops bench-attention`): one sequence of
+// `tokens` tokens in slot 0 of a KV cache [1, tokens, num_kv_heads, head_dim], random bf16
+// inputs, each kernel timed with events (median of `repeats` after a warm-up launch), and the two
+// kernels' outputs compared. Pure C++ header (the CLI is compiled without CUDA headers).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace megaops {
+
+struct AttentionBenchShape {
+  int tokens = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+};
+
+// flash: launch_prefill_attention_flash (kernels/attention_prefill.cuh); scalar:
+// launch_prefill_attention (kernels/attention.cu), what the executor runs today.
+inline bool attention_bench_kernel_known(const std::string& k) {
+  return k == "flash" || k == "scalar";
+}
+
+struct AttentionBenchTime {
+  std::string kernel;
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+};
+
+struct AttentionBenchResult {
+  std::vector<AttentionBenchTime> times;  // one per kernel asked for, in order
+  // ||out_second - out_first|| / ||out_first|| when two kernels ran, else -1.
+  double rel_diff = -1;
+};
+
+// Causal FLOPs of the shape: 4 * T^2 * H * d / 2 (QK^T and PV, half the square).
+inline double attention_causal_flops(const AttentionBenchShape& s) {
+  return 4.0 * s.tokens * static_cast<double>(s.tokens) * s.num_heads * s.head_dim / 2;
+}
+
+// Throws InputError on an unknown kernel or a bad shape, DeviceError when a launch fails.
+AttentionBenchResult time_prefill_attention(const AttentionBenchShape& s,
+                                            const std::vector<std::string>& kernels,
+                                            const std::vector<int>& repeats);
+
+// Median milliseconds of a bf16 cuBLASLt GEMM n x n x n (the tensor-core ceiling in the same run).
+double time_gemm_ceiling_ms(int n, int repeats);
+
+}  // namespace megaops
