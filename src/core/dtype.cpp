@@ -1,6 +1,7 @@
 // Host-side dtype conversions (see dtype.h).
 #include "core/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace megaops {
@@ -82,6 +83,28 @@ void to_float(DType t, const void* src, float* dst, size_t n) {
     std::memcpy(&h, s + 2 * i, 2);  // safetensors data need not be 2-byte aligned
     dst[i] = t == DType::BF16 ? bf16_to_float(h) : f16_to_float(h);
   }
+}
+
+size_t to_float_first_nonfinite(DType t, const void* src, float* dst, size_t n) {
+  // Blocks small enough to stay in L1 between the conversion and the scan; the scan ORs exponent
+  // tests without branching, so the common all-finite block costs one pass over 16 KB in cache.
+  constexpr size_t BLOCK = 4096;
+  const auto* s = static_cast<const uint8_t*>(src);
+  const size_t esize = dtype_size(t);
+  for (size_t b = 0; b < n; b += BLOCK) {
+    const size_t m = std::min(BLOCK, n - b);
+    to_float(t, s + b * esize, dst + b, m);
+    uint32_t bad = 0;
+    for (size_t i = 0; i < m; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, dst + b + i, 4);
+      bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (bad)
+      for (size_t i = 0; i < m; ++i)
+        if (!std::isfinite(dst[b + i])) return b + i;
+  }
+  return n;
 }
 
 void from_float(DType t, const float* src, void* dst, size_t n) {

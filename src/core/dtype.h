@@ -45,6 +45,10 @@ uint16_t float_to_f16(float f);
 // Converts n elements of type t at src to float.
 void to_float(DType t, const void* src, float* dst, size_t n);
 
+// to_float, and the index of the first converted value that is NaN or +-Inf (n if none), found in
+// the same pass while each block of output is still in cache (weights are checked as they load).
+size_t to_float_first_nonfinite(DType t, const void* src, float* dst, size_t n);
+
 // Converts n floats to type t (rounded to nearest even).
 void from_float(DType t, const float* src, void* dst, size_t n);
 

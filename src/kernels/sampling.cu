@@ -1,6 +1,6 @@
 // Token selection, one CTA of 1024 threads per row of logits (or, where the LM head's epilogue
 // took the greedy argmax, SampleParams::argmax, one warp reading its packs), following ref::sample
-// exactly:
+// exactly; a row holding NaN or Inf gets NONFINITE_LOGITS_TOKEN instead of a token, as there:
 //   greedy: argmax, lowest index on ties;
 //   sampled: p_i = exp((x_i - max) / T); the top-k threshold is the k-th largest logit, found by
 //   bisection on the order-preserving integer key of the float (kernels/greedy_key.cuh; a
@@ -120,17 +120,28 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
   constexpr int UNROLL = 16;
   float max_v = -INFINITY;
   int max_i = INT_MAX;
+  int broken = 0;  // a NaN or Inf seen by this thread
   int i = tid;
   for (; i + (UNROLL - 1) * SAMPLE_THREADS < n; i += UNROLL * SAMPLE_THREADS) {
     float v[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) v[u] = x[i + u * SAMPLE_THREADS];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) argmax_merge(max_v, max_i, v[u], i + u * SAMPLE_THREADS);
+    for (int u = 0; u < UNROLL; ++u) {
+      argmax_merge(max_v, max_i, v[u], i + u * SAMPLE_THREADS);
+      broken |= !logit_is_finite(v[u]);
+    }
   }
-  for (; i < n; i += SAMPLE_THREADS) argmax_merge(max_v, max_i, x[i], i);
+  for (; i < n; i += SAMPLE_THREADS) {
+    argmax_merge(max_v, max_i, x[i], i);
+    broken |= !logit_is_finite(x[i]);
+  }
   block_argmax(max_v, max_i, sm);
-  if (max_i == INT_MAX) max_i = 0;  // only NaN logits: any valid index
+  // A row with a non-finite logit gets no token (kernels/greedy_key.cuh), in both modes.
+  if (block_reduce_int<IntReduce::Max>(broken, sm) != 0) {
+    if (tid == 0) p.tokens[row] = NONFINITE_LOGITS_TOKEN;
+    return;
+  }
   if (p.temperature <= 0.0f) {
     if (tid == 0) p.tokens[row] = max_i;
     return;

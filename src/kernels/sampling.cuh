@@ -1,10 +1,12 @@
 // Next-token selection for each row of fp32 logits: greedy (temperature <= 0) or sampled with
 // temperature, top-k and top-p, exactly as ref::sample defines it, with the uniform number from
 // ref::sampling_uniform's counter-based generator (seed, row, step), the step read from device
-// memory so a replayed graph draws fresh numbers. Sampled mode needs step and top_p > 0.
+// memory so a replayed graph draws fresh numbers. Sampled mode needs step and top_p > 0. A row
+// whose logits hold NaN or Inf gets NONFINITE_LOGITS_TOKEN (kernels/greedy_key.cuh), not a token.
 #pragma once
 
 #include "kernels/common.cuh"
+#include "kernels/greedy_key.cuh"
 #include "kernels/tile_sync.cuh"
 
 namespace megaops {

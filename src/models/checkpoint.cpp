@@ -5,6 +5,7 @@
 #include "models/checkpoint.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,7 @@
 
 #include "core/counter_rng.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "io/json_describe.h"
 #include "io/text_file.h"
 
@@ -210,10 +212,37 @@ const TensorView& Checkpoint::weight(const std::string& name) const {
   return *it->second;
 }
 
-std::vector<float> Checkpoint::weight_f32(const std::string& name) const {
+void Checkpoint::weight_to_f32(const std::string& name, float* out) const {
   const TensorView& t = weight(name);
-  std::vector<float> out(t.numel());
-  to_float(t.dtype, t.data, out.data(), out.size());
+  const size_t n = t.numel();
+  std::atomic<size_t> first_bad{n};
+  parallel_for(n, size_t{1} << 20, [&](size_t b, size_t e) {
+    const size_t local =
+        to_float_first_nonfinite(t.dtype, t.data + b * dtype_size(t.dtype), out + b, e - b);
+    if (local == e - b) return;  // all finite
+    const size_t at = b + local;
+    size_t seen = first_bad.load();
+    while (at < seen && !first_bad.compare_exchange_weak(seen, at)) {
+    }
+  });
+  const size_t bad = first_bad.load();
+  if (bad == n) return;
+  const float v = out[bad];
+  std::string where = "index " + std::to_string(bad);
+  if (t.shape.size() == 2)
+    where += " (row " + std::to_string(bad / t.shape[1]) + ", column " +
+             std::to_string(bad % t.shape[1]) + ")";
+  throw_input_error(t.file, "tensor " + name,
+                    std::string("expected finite values, found ") +
+                        (std::isnan(v) ? "NaN"
+                         : v > 0       ? "+Inf"
+                                       : "-Inf") +
+                        " at " + where);
+}
+
+std::vector<float> Checkpoint::weight_f32(const std::string& name) const {
+  std::vector<float> out(weight(name).numel());
+  weight_to_f32(name, out.data());
   return out;
 }
 

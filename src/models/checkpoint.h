@@ -24,7 +24,10 @@ class Checkpoint {
   // A validated expected weight; throws InputError if the name is not one of expected_weights().
   const TensorView& weight(const std::string& name) const;
 
-  // The weight converted to fp32.
+  // The weight converted to fp32 into `out` (numel floats), on all cores. Every value is checked
+  // as it converts: a NaN or Inf is an InputError naming the file, the tensor and the first bad
+  // index (with its row and column), so a broken checkpoint never reaches a kernel.
+  void weight_to_f32(const std::string& name, float* out) const;
   std::vector<float> weight_f32(const std::string& name) const;
 
   // Total bytes of the expected weights as stored on disk.

@@ -132,6 +132,8 @@ float sampling_uniform(uint64_t seed, uint32_t sequence, uint32_t step) {
 }
 
 int sample(const float* logits, int n, const SamplingParams& params, float u) {
+  for (int i = 0; i < n; ++i)
+    if (!std::isfinite(logits[i])) return NONFINITE_LOGITS_TOKEN;
   if (params.temperature <= 0.0f) return argmax(logits, n);
   const float max_logit = logits[argmax(logits, n)];
 

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/tokens.h"
+
 namespace megaops::ref {
 
 // out[r, :] = table[ids[r], :]
@@ -61,6 +63,7 @@ float sampling_uniform(uint64_t seed, uint32_t sequence, uint32_t step);
 //   and, for top-p, >= the largest threshold v with sum_{x_j >= v} p_j >= top_p * sum_j p_j over
 //   kept tokens; then the first kept index (in index order) whose running sum of p exceeds
 //   u * sum_{kept} p.
+// A row holding NaN or Inf has no next token: NONFINITE_LOGITS_TOKEN (core/tokens.h).
 int sample(const float* logits, int n, const SamplingParams& params, float u);
 
 }  // namespace megaops::ref

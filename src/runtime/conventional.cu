@@ -16,6 +16,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/tokens.h"
 #include "graph/overlap_budget.h"
 #include "kernels/attention.cuh"
 #include "kernels/embedding.cuh"
@@ -39,8 +40,7 @@ namespace megaops {
 
 WeightFiller checkpoint_filler(const Checkpoint& ckpt) {
   return [&ckpt](const WeightSpec& spec, size_t, float* out) {
-    const TensorView& t = ckpt.weight(spec.name);
-    to_float(t.dtype, t.data, out, t.numel());
+    ckpt.weight_to_f32(spec.name, out);  // rejects NaN / Inf as it converts
   };
 }
 
@@ -1733,6 +1733,18 @@ size_t ConventionalExecutor::kv_bytes_per_step() const {
   return static_cast<size_t>(s.batch) * kv_bytes_per_position(s.cfg);
 }
 
+// A sampler's NONFINITE_LOGITS_TOKEN (core/tokens.h) is an error of the step that produced it,
+// never a token handed on. `where` names the step; `positions` (may be null) each sequence's
+// position in it.
+static void check_sampled(const int32_t* tokens, int b, const std::string& where,
+                          const std::vector<int>* positions) {
+  for (int r = 0; r < b; ++r)
+    if (tokens[r] == NONFINITE_LOGITS_TOKEN)
+      throw Error(where + ": sequence " + std::to_string(r) +
+                  (positions ? " at position " + std::to_string((*positions)[r]) : "") +
+                  ": the logits hold NaN or Inf; no token was sampled");
+}
+
 static void check_ids(const std::vector<int>& ids, int vocab, const char* what) {
   for (int id : ids)
     if (id < 0 || id >= vocab)
@@ -1790,6 +1802,7 @@ std::vector<int> ConventionalExecutor::prefill(const std::vector<std::vector<int
   MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(s.stream));
   s.batch = B;
   s.host_pos.assign(dpos.begin(), dpos.end());
+  check_sampled(s.host_tokens, B, "prefill", &s.host_pos);
   return std::vector<int>(s.host_tokens, s.host_tokens + B);
 }
 
@@ -1903,6 +1916,7 @@ std::vector<int> ConventionalExecutor::decode_step(const std::vector<int>* force
                                        cudaMemcpyHostToDevice, s.stream));
   }
   s.run_step(s.batch, s.host_pos[0] & 1);
+  check_sampled(s.host_tokens, s.batch, "decode step", &s.host_pos);
   for (int b = 0; b < s.batch; ++b) ++s.host_pos[b];
   return std::vector<int>(s.host_tokens, s.host_tokens + s.batch);
 }
@@ -1943,6 +1957,8 @@ std::vector<int> ConventionalExecutor::decode_steps(
   for (int i = 0; i < steps; ++i) {
     if (i + 1 < steps) enqueue(i + 1);  // reads step i's tokens on the device
     s.check_step(cudaEventSynchronize(s.ring_done[i % 2]));
+    check_sampled(slot(i), s.batch,
+                  "decode step " + std::to_string(i + 1) + " of " + std::to_string(steps), nullptr);
     tokens.assign(slot(i), slot(i) + s.batch);
     if (on_tokens) on_tokens(i, tokens);
   }

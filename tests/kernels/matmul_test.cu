@@ -1042,22 +1042,24 @@ TEST(MatmulTest, SiluEpilogueRejectedOffTheBulkKernelOrUnpaired) {
 }
 
 // The greedy argmax epilogue (MatmulParams::argmax_out) of one launch against the same launch
-// without it: y bit for bit, and argmax_out[b] the pack of ref::argmax over the y it wrote.
-// `plant`: columns 3 and 3 + 8 q (one row-block position, so bit-equal sums) get the weights
-// 4 sign(x[0]), the maximum of batch row 0 by far: a tie the lower column must win; and column
-// n / 2 gets NaN weights, a NaN logit in every batch row that must never win.
+// without it: y bit for bit, and argmax_out[b] the pack of ref::sample's greedy pick over the y it
+// wrote. `plant`: columns 3 and 3 + 8 q (one row-block position, so bit-equal sums) get the
+// weights 4 sign(x[0]), the maximum of batch row 0 by far: a tie the lower column must win.
+// `poison`: column n / 2 gets NaN weights, a NaN logit in every batch row, which must turn every
+// row's pack into GREEDY_PACK_NONFINITE (no token), whichever CTA holds it.
 void check_argmax_epilogue(MatmulContext& ctx, int m, int n, int k, bool plant, int max_ctas,
-                           StreamSchedule schedule, uint64_t delay_seed, std::mt19937_64& rng) {
+                           StreamSchedule schedule, uint64_t delay_seed, std::mt19937_64& rng,
+                           bool poison = false) {
   SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + " k " + std::to_string(k) +
                " plant " + std::to_string(plant) + " max_ctas " + std::to_string(max_ctas) +
-               " delay seed " + std::to_string(delay_seed));
+               " delay seed " + std::to_string(delay_seed) + " poison " + std::to_string(poison));
   Problem pr(m, n, k, k, n, rng);
   const int tie = 3 + 8 * ((n - 4) / 8), nan_col = n / 2;
-  if (plant) {
+  if (plant || poison) {
     for (int j = 0; j < k; ++j) {
       const float v = pr.x[j] < 0.f ? -4.f : 4.f;
-      pr.w[size_t(3) * k + j] = pr.w[size_t(tie) * k + j] = v;
-      pr.w[size_t(nan_col) * k + j] = std::nanf("");
+      if (plant) pr.w[size_t(3) * k + j] = pr.w[size_t(tie) * k + j] = v;
+      if (poison) pr.w[size_t(nan_col) * k + j] = std::nanf("");
     }
     pr.w_dev.upload(to_bf16_bits(pr.w));
   }
@@ -1077,20 +1079,29 @@ void check_argmax_epilogue(MatmulContext& ctx, int m, int n, int k, bool plant, 
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> y = download_floats(fused);
   EXPECT_EQ(first_bit_difference(y, download_floats(plain)), -1) << "the epilogue changed y";
-  if (!plant) expect_matches(pr, fused, "stream-bulk, argmax epilogue");
+  if (!plant && !poison) expect_matches(pr, fused, "stream-bulk, argmax epilogue");
   const std::vector<unsigned long long> got = packs.download();
+  ref::SamplingParams greedy;
+  greedy.temperature = 0.0f;
   for (int b = 0; b < m; ++b) {
-    const int want = ref::argmax(y.data() + size_t(b) * n, n);
+    const int want = ref::sample(y.data() + size_t(b) * n, n, greedy, 0.5f);
     EXPECT_EQ(greedy_unpack_token(got[b]), want) << "batch row " << b;
-    EXPECT_EQ(got[b], greedy_pack(y[size_t(b) * n + want], want)) << "batch row " << b;
-    if (plant) EXPECT_NE(want, nan_col) << "batch row " << b;
+    if (poison) {
+      EXPECT_EQ(want, NONFINITE_LOGITS_TOKEN) << "batch row " << b;
+      EXPECT_EQ(got[b], GREEDY_PACK_NONFINITE) << "batch row " << b;
+    } else {
+      ASSERT_GE(want, 0) << "batch row " << b;
+      EXPECT_EQ(got[b], greedy_pack(y[size_t(b) * n + want], want)) << "batch row " << b;
+    }
   }
-  if (plant) EXPECT_EQ(greedy_unpack_token(got[0]), 3) << "the planted tie's lower column";
+  if (plant && !poison)
+    EXPECT_EQ(greedy_unpack_token(got[0]), 3) << "the planted tie's lower column";
 }
 
 // LM-head-like launches: the 1B's vocabulary at a short k (two thousand row blocks, the dynamic
 // schedule), a partial last row block, a k tail, a single row block, one CTA for all; m = 1 and 2,
-// static and dynamic, injected delays; and a row of NaN logits only (pack 0, token 0).
+// static and dynamic, injected delays; a NaN column among finite ones, and a row of NaN logits
+// only (both: no token).
 TEST(MatmulTest, StreamArgmaxEpilogueMatchesGreedyOverY) {
   MEGAOPS_REQUIRE_GPU();
   if (!matmul_stream_bulk_supported()) GTEST_SKIP() << "the epilogue needs the bulk version";
@@ -1099,14 +1110,17 @@ TEST(MatmulTest, StreamArgmaxEpilogueMatchesGreedyOverY) {
   ctx.set_stream_bulk(true);
   for (int m = 1; m <= MATMUL_STREAM_M_MAX; ++m) {
     check_argmax_epilogue(ctx, m, 128256, 64, true, 0, StreamSchedule::Auto, 0, rng);
+    check_argmax_epilogue(ctx, m, 128256, 64, false, 0, StreamSchedule::Auto, 0, rng, true);
     check_argmax_epilogue(ctx, m, 4099, 1000, true, 0, StreamSchedule::Static, 1, rng);
+    check_argmax_epilogue(ctx, m, 4099, 1000, true, 0, StreamSchedule::Static, 5, rng, true);
     check_argmax_epilogue(ctx, m, 4099, 1000, false, 37, StreamSchedule::Static, 2, rng);
     check_argmax_epilogue(ctx, m, 13, 2048, true, 1, StreamSchedule::Static, 0, rng);
     check_argmax_epilogue(ctx, m, 7, 64, false, 0, StreamSchedule::Static, 0, rng);
   }
   check_argmax_epilogue(ctx, 1, 5000, 128, true, 3, StreamSchedule::Dynamic, 3, rng);
+  check_argmax_epilogue(ctx, 1, 5000, 128, false, 3, StreamSchedule::Dynamic, 4, rng, true);
   check_argmax_epilogue(ctx, 1, 5000, 128, false, 1, StreamSchedule::Dynamic, 0, rng);
-  // Every logit NaN: no candidate.
+  // Every logit NaN: the row is broken, not empty.
   Problem pr(1, 21, 64, 64, 21, rng);
   std::fill(pr.w.begin(), pr.w.end(), std::nanf(""));
   pr.w_dev.upload(to_bf16_bits(pr.w));
@@ -1117,7 +1131,7 @@ TEST(MatmulTest, StreamArgmaxEpilogueMatchesGreedyOverY) {
   p.argmax_out = packs.ptr;
   ASSERT_EQ(ctx.run_stream(p), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(packs.download()[0], 0ull);
+  EXPECT_EQ(packs.download()[0], GREEDY_PACK_NONFINITE);
 }
 
 // The argmax epilogue anywhere but the bulk streaming kernel is cudaErrorNotSupported; a bf16 y,

@@ -186,33 +186,79 @@ TEST(Sample, RejectsBadParams) {
   EXPECT_EQ(launch_sample(p), cudaErrorInvalidValue);
 }
 
-// The maximum of greedy_pack over a row is ref::argmax's pick, on rows built to break it: ties
-// (the lowest index wins), -0 against +0 (a tie), infinities, NaN anywhere (never picked) and a
-// row of NaN only (token 0, pack 0). Host code: runs without a GPU.
+// The maximum of greedy_pack over a row is ref::sample's greedy pick, on rows built to break it:
+// ties (the lowest index wins), -0 against +0 (a tie), and rows with NaN or +-Inf anywhere, which
+// must pack to GREEDY_PACK_NONFINITE and read as NONFINITE_LOGITS_TOKEN, never as a token. Host
+// code: runs without a GPU.
 TEST(Sample, GreedyPackMaximumIsArgmax) {
   std::mt19937_64 rng(testing::test_seed() + 9);
   const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
   std::vector<std::vector<float>> rows = {
       {1.0f, 3.0f, 3.0f, 2.0f}, {-0.0f, 0.0f, -1.0f}, {0.0f, -0.0f},     {-inf, -inf},
       {nan, -5.0f, nan},        {nan, nan},           {inf, 1e30f, inf}, {-3.0f, -2.0f, -2.0f},
-      {nan, inf, -inf, inf}};
-  std::uniform_int_distribution<int> pick(0, 5);
-  const float values[] = {-1.5f, -0.0f, 0.0f, 2.25f, 2.25f, nan};
+      {nan, inf, -inf, inf},    {-3e38f, -3.4e38f},   {2.0f, -inf},      {3e38f, 1.0f, 3e38f}};
+  std::uniform_int_distribution<int> pick(0, 6);
+  const float values[] = {-1.5f, -0.0f, 0.0f, 2.25f, 2.25f, nan, -inf};
   for (int r = 0; r < 200; ++r) {  // random rows over a few values: many ties
     std::vector<float> row(1 + r % 37);
     for (float& v : row) v = values[pick(rng)];
     rows.push_back(row);
   }
+  ref::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  int broken_rows = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
     unsigned long long best = 0;
     for (size_t i = 0; i < rows[r].size(); ++i)
       best = std::max(best, greedy_pack(rows[r][i], static_cast<int>(i)));
-    const int want = ref::argmax(rows[r].data(), static_cast<int>(rows[r].size()));
+    const int want = ref::sample(rows[r].data(), static_cast<int>(rows[r].size()), greedy, 0.5f);
     EXPECT_EQ(greedy_unpack_token(best), want) << "row " << r;
-    const bool all_nan =
-        std::all_of(rows[r].begin(), rows[r].end(), [](float v) { return v != v; });
-    EXPECT_EQ(best == 0, all_nan) << "row " << r;
+    const bool broken =
+        std::any_of(rows[r].begin(), rows[r].end(), [](float v) { return !std::isfinite(v); });
+    broken_rows += broken;
+    EXPECT_EQ(best == GREEDY_PACK_NONFINITE, broken) << "row " << r;
+    EXPECT_EQ(want == NONFINITE_LOGITS_TOKEN, broken) << "row " << r;
+    EXPECT_NE(best, 0ull) << "row " << r;
   }
+  EXPECT_GT(broken_rows, 20);
+  EXPECT_LT(broken_rows, static_cast<int>(rows.size()) - 20);
+}
+
+// A row holding one NaN, +Inf or -Inf anywhere gets NONFINITE_LOGITS_TOKEN from the sampler, greedy
+// and sampled, while the finite rows around it get ref::sample's token; the tokens start poisoned.
+TEST(Sample, NonFiniteRowGetsNoToken) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(testing::test_seed() + 11);
+  const float bad_values[] = {std::nanf(""), std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity()};
+  const int b = 12;
+  for (int vocab : {1, 777, 32000, 128256})
+    for (float temperature : {0.0f, 0.8f}) {
+      SCOPED_TRACE("vocab=" + std::to_string(vocab) + " T=" + std::to_string(temperature));
+      auto logits = random_logits(static_cast<size_t>(b) * vocab, 2.0f, rng);
+      std::vector<bool> broken(b, false);
+      for (int r = 0; r < b; r += 2) {  // every other row: one bad value at a random index
+        const int at = std::uniform_int_distribution<int>(0, vocab - 1)(rng);
+        logits[static_cast<size_t>(r) * vocab + at] = bad_values[(r / 2) % 3];
+        broken[r] = true;
+      }
+      const uint64_t seed = rng();
+      const auto tokens =
+          run_sampler(logits, b, vocab, vocab, temperature, 0, 1.0f, seed, 2, temperature > 0);
+      ref::SamplingParams params;
+      params.temperature = temperature;
+      params.seed = seed;
+      for (int r = 0; r < b; ++r) {
+        const float* row = logits.data() + static_cast<size_t>(r) * vocab;
+        if (broken[r]) {
+          EXPECT_EQ(tokens[r], NONFINITE_LOGITS_TOKEN) << "row " << r;
+        } else {
+          EXPECT_GE(tokens[r], 0) << "row " << r;
+          if (temperature == 0.0f || vocab == 1)
+            EXPECT_EQ(tokens[r], ref::sample(row, vocab, params, 0.5f)) << "row " << r;
+        }
+      }
+    }
 }
 
 // SampleParams::argmax: one warp turns each row's pack into its token and zeroes the pack; a

@@ -169,6 +169,59 @@ TEST_F(CheckpointTest, LargeTensorSplitsAcrossThreads) {
   expect_random_values(Checkpoint::open(dir_), 5, DType::F32);
 }
 
+// A NaN or Inf anywhere in a weight is an InputError naming the file, the tensor and the first
+// bad index, in every dtype, also when the tensor converts in several slices at once (the first
+// index wins whichever slice finds its value first); checked by weight_f32 and weight_to_f32 alike.
+TEST_F(CheckpointTest, NonFiniteWeightsNameTheFirstBadIndex) {
+  ModelConfig c = tiny_llama();
+  c.vocab_size = 70001;  // the embedding: 2.24M values, several conversion slices
+  c.num_layers = 1;
+  const std::string embed = "model.embed_tokens.weight";
+  struct Case {
+    DType dtype;
+    std::vector<size_t> at;
+    float value;
+    std::string found;
+  };
+  const float nan = std::nanf(""), inf = INFINITY;
+  const Case cases[] = {
+      {DType::BF16, {2100000, 600001}, nan, "found NaN at index 600001 (row 18750, column 1)"},
+      {DType::F16, {2100000}, -inf, "found -Inf at index 2100000 (row 65625, column 0)"},
+      {DType::F32, {0, 5}, inf, "found +Inf at index 0 (row 0, column 0)"},
+      {DType::F16, {3}, 70000.0f, "found +Inf at index 3"},  // overflows f16 on writing
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.found);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::ofstream(dir_ + "/config.json") << model_config_to_json(c);
+    const auto specs = expected_weights(c);
+    std::vector<std::vector<float>> data;
+    std::vector<std::vector<uint8_t>> bytes;
+    std::vector<TensorToWrite> tensors;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      size_t n = 1;
+      for (int64_t d : specs[i].shape) n *= d;
+      data.emplace_back(n);
+      random_weight_values(specs[i], static_cast<uint32_t>(i), 1, 0, n, data.back().data());
+      if (specs[i].name == embed)
+        for (size_t a : k.at) data.back()[a] = k.value;
+      bytes.emplace_back(n * dtype_size(k.dtype));
+      from_float(k.dtype, data.back().data(), bytes.back().data(), n);
+      tensors.push_back(
+          {specs[i].name, k.dtype, specs[i].shape, bytes.back().data(), bytes.back().size()});
+    }
+    write_safetensors(dir_ + "/model.safetensors", tensors);
+    const Checkpoint ckpt = Checkpoint::open(dir_);  // opening reads headers only
+    const std::vector<std::string> parts = {dir_ + "/model.safetensors", "tensor " + embed,
+                                            "expected finite values, " + k.found};
+    expect_input_error([&] { ckpt.weight_f32(embed); }, parts);
+    std::vector<float> out(ckpt.weight(embed).numel());
+    expect_input_error([&] { ckpt.weight_to_f32(embed, out.data()); }, parts);
+    EXPECT_NO_THROW(ckpt.weight_f32("model.norm.weight"));  // the other tensors are fine
+  }
+}
+
 TEST_F(CheckpointTest, TiedHasNoLmHead) {
   write_random_checkpoint(tiny_qwen3(), dir_, 3, DType::F16, 0, nullptr);
   const Checkpoint ckpt = Checkpoint::open(dir_);

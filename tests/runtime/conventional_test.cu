@@ -348,6 +348,70 @@ TEST(Conventional, InputErrors) {
 namespace megaops {
 namespace {
 
+// A non-finite logit row is an error naming the step, never a token: token 7's embedding row is
+// NaN, so a prompt holding it breaks the prefill's logits, and a decode step fed it (forced) breaks
+// that step's; other steps run on. Conventional (graph and eager, PDL on and off, greedy from the
+// LM head's epilogue or from the logits, sampled) and the overlap step as a PDL chain.
+TEST(Conventional, NonFiniteLogitsAreAnErrorNamingTheStep) {
+  MEGAOPS_REQUIRE_GPU();
+  const ModelConfig cfg = preset_config("tiny-llama3");
+  const int bad = 7;
+  const WeightFiller random = random_filler(3);
+  const WeightFiller filler = [&](const WeightSpec& spec, size_t index, float* out) {
+    random(spec, index, out);
+    if (spec.name == "model.embed_tokens.weight")
+      std::fill(out + size_t(bad) * cfg.hidden_size, out + size_t(bad + 1) * cfg.hidden_size,
+                std::nanf(""));
+  };
+  auto expect_step_error = [](auto&& fn, const std::string& where) {
+    try {
+      fn();
+      FAIL() << "expected an error naming " << where;
+    } catch (const InputError& e) {
+      FAIL() << "not an input error: " << e.what();
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(where), std::string::npos) << msg;
+      EXPECT_NE(msg.find("NaN or Inf"), std::string::npos) << msg;
+    }
+  };
+  struct Case {
+    const char* name;
+    DecodeBackend backend;
+    bool pdl, debug_sync, chain;
+    float temperature;
+  };
+  const Case cases[] = {{"graph", DecodeBackend::Conventional, false, false, false, 0.0f},
+                        {"graph+pdl", DecodeBackend::Conventional, true, false, false, 0.0f},
+                        {"eager", DecodeBackend::Conventional, false, true, false, 0.0f},
+                        {"sampled", DecodeBackend::Conventional, false, false, false, 0.9f},
+                        {"chain", DecodeBackend::Overlap, false, false, true, 0.0f}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ExecutorOptions opt;
+    opt.max_batch = 2;
+    opt.max_seq = 32;
+    opt.backend = c.backend;
+    opt.pdl = c.pdl;
+    opt.debug_sync = c.debug_sync;
+    opt.sampling.temperature = c.temperature;
+    opt.sampling.seed = 5;
+    if (c.chain) {
+      opt.overlap_streams = 1;
+      opt.overlap_pdl_chain = true;
+    }
+    ConventionalExecutor ex(cfg, filler, opt);
+    expect_step_error([&] { ex.prefill({{1, 2, 3}, {4, bad, 5}}); },
+                      "prefill: sequence 1 at position 3");
+    std::vector<int> toks = ex.prefill({{1, 2, 3}, {4, 5}});
+    for (int t : toks) EXPECT_GE(t, 0);
+    toks = ex.decode_step();  // positions 3 and 2
+    for (int t : toks) EXPECT_GE(t, 0);
+    const std::vector<int> forced = {2, bad};
+    expect_step_error([&] { ex.decode_step(&forced); }, "decode step: sequence 1 at position 3");
+  }
+}
+
 // Running out of device memory names the buffer, the bytes asked for and the bytes free, and
 // leaves the process able to go on (no sticky CUDA error).
 TEST(Conventional, OutOfMemoryNamesTheBuffer) {
