@@ -9,7 +9,8 @@
 # OVERLAP_BATCHES, OVERLAP_STREAMS, OVERLAP_ENVS, OVERLAP_FLAGS, TP_PRESETS, TP_SIZES, TP_BATCHES,
 # TP_REDUCES, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, PROFILE_BATCHES, AB_BINS, AB_ENVS,
 # AB_PRESETS, AB_BATCHES, AB_BACKEND, SOAK_*, SANITIZE_TOOLS, SANITIZE_FILTER, SANITIZE_LIMIT,
-# TRACE_PRESETS, MATMUL_PRESETS, MATMUL_BATCHES, MATMUL_STAGES, HF_CHECK_FLAGS (check-logits).
+# TRACE_PRESETS, MATMUL_PRESETS, MATMUL_BATCHES, MATMUL_STAGES, HF_PRESETS, HF_ARCHS (hf_write_checkpoint.py),
+# HF_CHECK_FLAGS (check-logits).
 # `ab` benchmarks other builds (AB_BINS) or settings (AB_ENVS) beside this one. `tests` runs every
 # GPU test except the overlap executor's, which `overlap` runs under a time limit (a hang there
 # must not eat the device call) together with the overlap benchmark.
@@ -88,14 +89,27 @@ if want overlap; then
 fi
 
 if want hf; then
-  for preset in llama3.2-1b qwen3-0.6b; do
-    log "HF transformers vs megaops: $preset"
+  # Presets written by init-random, then checkpoints written by transformers' save_pretrained
+  # (deeper than the presets: bf16 error grows with depth, check-logits judges it against HF's
+  # own bf16 run of the same tokens).
+  hf_check() {
+    local name=$1 dir=$2
+    log "HF transformers vs megaops: $name"
+    python3 scripts/hf_compare.py --model "$dir" --out "/tmp/hf-$name.safetensors" \
+      --prompt 32 --steps 65 | tee "$OUT/hf_reference_$name.json" || status=1
+    "$BIN/megaops" check-logits --model "$dir" --expected "/tmp/hf-$name.safetensors" \
+      --json "$OUT/hf_check_$name.json" ${HF_CHECK_FLAGS:-} || status=1
+  }
+  for preset in ${HF_PRESETS:-llama3.2-1b qwen3-0.6b}; do
     dir=/tmp/megaops-ckpt/$preset
-    "$BIN/megaops" init-random --preset "$preset" --out "$dir" 2>/dev/null || status=1
-    python3 scripts/hf_compare.py --model "$dir" --out "/tmp/hf-$preset.safetensors" \
-      --prompt 32 --steps 65 || status=1
-    "$BIN/megaops" check-logits --model "$dir" --expected "/tmp/hf-$preset.safetensors" \
-      --json "$OUT/hf_check_$preset.json" ${HF_CHECK_FLAGS:-} || status=1
+    "$BIN/megaops" init-random --preset "$preset" --out "$dir" --force 2>/dev/null || status=1
+    hf_check "$preset" "$dir"
+  done
+  for arch in ${HF_ARCHS:-llama3.2-3b qwen3-4b}; do
+    dir=/tmp/hf-ckpt/$arch
+    python3 scripts/hf_write_checkpoint.py --arch "$arch" --out "$dir" || status=1
+    hf_check "hf-$arch" "$dir"
+    rm -rf "$dir"
   done
 fi
 

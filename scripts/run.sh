@@ -10,5 +10,15 @@ NEW=${2:-16}
 scripts/setup.sh
 BUILD_TARGET=megaops scripts/build.sh
 OUT=${MEGAOPS_DEMO_DIR:-/tmp/megaops-demo}/$PRESET
-[ -f "$OUT/config.json" ] || build/megaops init-random --preset "$PRESET" --out "$OUT"
+# init-random publishes a directory only once it is complete; one left by an interrupted older
+# build (a .partial file, or no weights beside config.json) is written again.
+complete() {
+  [ -f "$1/config.json" ] || return 1
+  [ -f "$1/model.safetensors" ] || [ -f "$1/model.safetensors.index.json" ] || return 1
+  ! compgen -G "$1/*.partial" >/dev/null
+}
+if ! complete "$OUT"; then
+  [ -e "$OUT" ] && echo "run.sh: $OUT is incomplete; writing it again" >&2
+  build/megaops init-random --preset "$PRESET" --out "$OUT" --force
+fi
 build/megaops generate --model "$OUT" --prompt-ids 1,2,3,4,5,6,7,8 --max-new-tokens "$NEW"

@@ -114,7 +114,8 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
       std::any_of(o.plan_runs.begin(), o.plan_runs.end(),
                   [](const BenchOpts::Plan& p) { return p.prefill == PrefillPath::DecodeGraph; });
   if (any_graph_prefill) eo.max_batch = ttft_replays(max_batch * o.prompt).replay_rows;
-  eo.max_seq = o.prompt + o.gen;
+  eo.max_seq =
+      context_length("--prompt/--gen", {o.prompt, o.gen}, cfg.max_position_embeddings, src.name);
   eo.overlap_streams = o.overlap_streams;
   eo.overlap_pdl_chain = o.overlap_pdl_chain;
   apply_chain_options(o.chain, eo);
@@ -205,7 +206,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
           const double bytes = static_cast<double>(ex.weight_bytes()) * (o.gen - 1) + kv_bytes;
           gbps_sum += bytes / (dec_ms * 1e-3) / 1e9;
         }
-        if (g_interrupted) return 130;
+        if (g_interrupted) return interrupt_status();
         const double med = median(step_ms);
         const double gbps = gbps_sum / step_ms.size();
         const double lo = *std::min_element(step_ms.begin(), step_ms.end());
@@ -418,7 +419,7 @@ Runner add_bench(CLI::App& app) {
                  "tokens before it launches the next");
   app.add_flag("--step-times", o->step_times,
                "also write every decode step's wall time (ms, each timed repeat) to the JSON");
-  app.add_option("--seed", o->seed, "seed of the random weights and prompts");
+  add_seed_option(app, o->seed, "seed of the random weights and prompts");
   app.add_option("--json", o->json_out, "write results as JSON here");
   app.add_option("--git-sha", o->git_sha, "recorded in the JSON (default $MEGAOPS_GIT_SHA)");
   app.add_option("--plan", o->plans,

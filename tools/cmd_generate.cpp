@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/run_options.h"
+#include "core/tokens.h"
 #include "models/checkpoint.h"
 #include "models/tensor_parallel.h"
 #include "reference/model.h"
@@ -45,11 +46,11 @@ void emit(const GenerateOpts& o, int tok) {
   std::fflush(stdout);
 }
 
-int run_cpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int>& prompt) {
+int run_cpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int>& prompt,
+            int max_seq) {
+  const ref::Weights w = ref::load_weights(ckpt);  // rejects NaN / Inf weights
   std::fprintf(stderr, "generate: %s; running on the CPU oracle (fp32, slow)\n",
                gpu_available() ? "--cpu given" : "no CUDA device");
-  const ref::Weights w = ref::load_weights(ckpt);
-  const int max_seq = static_cast<int>(prompt.size()) + o.max_new_tokens;
   ref::Model model(w, max_seq, o.tp.tp);  // --tp: the CPU oracle's tensor-parallel ranks
   ref::SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
   std::vector<float> logits = model.forward(prompt);
@@ -57,21 +58,25 @@ int run_cpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
   for (int step = 0; step < o.max_new_tokens && !g_interrupted; ++step) {
     const float* last = logits.data() + logits.size() - vocab;
     const int tok = ref::sample(last, vocab, sp, ref::sampling_uniform(o.seed, 0, step));
+    if (tok == NONFINITE_LOGITS_TOKEN)
+      throw Error("generate: " +
+                  (step == 0 ? std::string("prefill") : "decode step " + std::to_string(step)) +
+                  ": the logits hold NaN or Inf; no token was sampled");
     emit(o, tok);
     if (o.stop_at_eos && is_eos(ckpt.config(), tok)) break;
     if (step + 1 < o.max_new_tokens) logits = model.forward({tok});
   }
-  return g_interrupted ? 130 : 0;
+  return g_interrupted ? interrupt_status() : 0;
 }
 
 #ifdef MEGAOPS_HAVE_CUDA
 int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int>& prompt,
-            PrefillPath prefill_path) {
+            int max_seq, DecodeBackend backend, PrefillPath prefill_path) {
   ExecutorOptions eo;
   eo.max_batch = 1;
-  eo.max_seq = static_cast<int>(prompt.size()) + o.max_new_tokens;
+  eo.max_seq = max_seq;
   eo.pdl = o.pdl;
-  eo.backend = parse_backend(o.backend, "--backend");
+  eo.backend = backend;
   eo.prefill_path = prefill_path;
   // The graph prefill replays at most max_batch rows: the whole prompt in one replay if it fits.
   if (eo.prefill_path == PrefillPath::DecodeGraph)
@@ -87,7 +92,7 @@ int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
     if (o.stop_at_eos && is_eos(ckpt.config(), tok)) break;
     if (step + 1 < o.max_new_tokens) tok = ex.decode_step()[0];
   }
-  return g_interrupted ? 130 : 0;
+  return g_interrupted ? interrupt_status() : 0;
 }
 #endif
 
@@ -98,10 +103,10 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--model", o->model, "Hugging Face checkpoint directory")->required();
   app.add_option("--prompt-ids", o->prompt_ids, "prompt token ids, e.g. 1,2,3")->required();
   app.add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate");
-  app.add_option("--temperature", o->temperature, "0 = greedy (default)");
+  app.add_option("--temperature", o->temperature, "0 = greedy (default), else >= 0 and finite");
   app.add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = off)");
   app.add_option("--top-p", o->top_p, "nucleus sampling threshold (1 = off)");
-  app.add_option("--seed", o->seed, "sampling seed");
+  add_seed_option(app, o->seed, "sampling seed");
   app.add_flag("--cpu", o->cpu, "run on the fp32 CPU oracle even if a GPU is present");
   app.add_flag("--pdl", o->pdl, "launch decode kernels with programmatic dependent launch");
   app.add_option("--backend", o->backend, "decode backend: conventional (default) or overlap");
@@ -113,9 +118,10 @@ Runner add_generate(CLI::App& app) {
     if (o->max_new_tokens < 1)
       throw_input_error("--max-new-tokens", "",
                         "expected >= 1, found " + std::to_string(o->max_new_tokens));
-    if (o->top_p <= 0 || o->top_p > 1)
-      throw_input_error("--top-p", "",
-                        "expected a value in (0, 1], found " + std::to_string(o->top_p));
+    check_sampling_options(o->temperature, o->top_k, o->top_p);
+    // The GPU's options, checked with --cpu and on builds without CUDA too.
+    [[maybe_unused]] const DecodeBackend backend = parse_backend(o->backend, "--backend");
+    [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
     const std::vector<int> prompt = parse_int_list(o->prompt_ids, "--prompt-ids");
     const Checkpoint ckpt = Checkpoint::open(o->model);
     const int vocab = ckpt.config().vocab_size;
@@ -124,14 +130,9 @@ Runner add_generate(CLI::App& app) {
         throw_input_error("--prompt-ids", "",
                           "token id " + std::to_string(id) + " outside the vocabulary [0, " +
                               std::to_string(vocab) + ") of " + o->model);
-    const int max_seq = static_cast<int>(prompt.size()) + o->max_new_tokens;
-    if (max_seq > ckpt.config().max_position_embeddings)
-      throw_input_error(
-          "--max-new-tokens", "",
-          "prompt + new tokens = " + std::to_string(max_seq) + " exceeds max_position_embeddings " +
-              std::to_string(ckpt.config().max_position_embeddings) + " of " + o->model);
-    // The GPU's option, checked with --cpu and on builds without CUDA too.
-    [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
+    const int max_seq = context_length("--prompt-ids/--max-new-tokens",
+                                       {static_cast<int64_t>(prompt.size()), o->max_new_tokens},
+                                       ckpt.config().max_position_embeddings, o->model);
     validate_tp_options(o->tp);
     if (o->tp.tp != 1) {
       // A split that does not divide the model fails here, before any rank starts.
@@ -144,14 +145,14 @@ Runner add_generate(CLI::App& app) {
 #ifdef MEGAOPS_HAVE_CUDA
     if (!o->cpu && gpu_available()) {
       TpRanks ranks(o->tp);  // --tp N: starts ranks 1..N-1 here, or joins a job
-      const int status = run_gpu(*o, ckpt, prompt, prefill_path);
+      const int status = run_gpu(*o, ckpt, prompt, max_seq, backend, prefill_path);
       ranks.join();
       return status;
     }
 #endif
     if (o->tp.rank > 0)
       throw_input_error("--tp-rank", "", "the CPU oracle runs every rank in one process");
-    return run_cpu(*o, ckpt, prompt);
+    return run_cpu(*o, ckpt, prompt, max_seq);
   };
 }
 

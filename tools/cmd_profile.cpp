@@ -51,7 +51,9 @@ Runner add_profile(CLI::App& app) {
     ExecutorOptions eo;
     eo.max_batch = o->batch;
     // The per-op profile's two rounds; the whole-step figures start from a new prefill each.
-    eo.max_seq = o->prompt + std::max(2 * o->steps, o->gen) + 2;
+    eo.max_seq = context_length("--prompt/--steps/--gen",
+                                {o->prompt, std::max<int64_t>(2 * int64_t{o->steps}, o->gen), 2},
+                                src.cfg.max_position_embeddings, src.name);
     ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
       print_progress("loading " + src.name, d, t);
     });

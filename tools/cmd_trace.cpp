@@ -50,7 +50,8 @@ Runner add_trace(CLI::App& app) {
     const ModelSource src = open_model_source(o->model, o->preset, o->seed);
     ExecutorOptions eo;
     eo.max_batch = o->batch;
-    eo.max_seq = o->prompt + o->warmup + 2;
+    eo.max_seq = context_length("--prompt/--warmup", {o->prompt, o->warmup, 2},
+                                src.cfg.max_position_embeddings, src.name);
     eo.backend = DecodeBackend::Overlap;
     eo.overlap_streams = o->streams;
     eo.overlap_pdl_chain = o->pdl_chain;

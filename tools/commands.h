@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,20 @@ void check_one_of(const std::string& option, const std::string& value,
                   std::initializer_list<const char*> choices);
 // Throws InputError naming the option (prefix + name) on a value outside its choices.
 void check_chain_options(const ChainOptions& o, const std::string& prefix);
+
+// The context a run needs (prompt + new tokens + ...): the sum of `parts` in 64 bits, so no
+// option value can overflow it; throws InputError naming `options` and `model` unless it is in
+// 1..max_positions (the model's max_position_embeddings).
+int context_length(const std::string& options, std::initializer_list<int64_t> parts,
+                   int max_positions, const std::string& model);
+
+// Throws InputError naming the option unless temperature is finite and >= 0 (0 = greedy),
+// top_k >= 0 (0 = off) and 0 < top_p <= 1 (1 = off).
+void check_sampling_options(float temperature, int top_k, float top_p);
+
+// Registers --seed on `app`: a decimal integer in 0..2^64-1 into `seed`; anything else (a sign, a
+// value past 2^64-1, trailing text) is a usage error naming --seed.
+CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help);
 
 // The current time as "YYYY-MM-DDTHH:MM:SSZ" (UTC), for result files.
 std::string utc_now();

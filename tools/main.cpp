@@ -1,9 +1,13 @@
 // Entry point of the `megaops` command line: init-random, generate, bench, check-logits. Every
-// error becomes one line on stderr and exit status 1 (2 for usage errors, 130 for SIGINT).
+// error becomes one line on stderr and exit status 1 (2 for usage errors, 128 + the signal for
+// SIGINT or SIGTERM).
 #include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 
@@ -19,6 +23,14 @@
 namespace megaops::cli {
 
 std::atomic<bool> g_interrupted{false};
+
+namespace {
+std::atomic<int> g_signal{0};
+}  // namespace
+
+int interrupt_status() {
+  return 128 + (g_signal.load() ? g_signal.load() : SIGINT);
+}
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
@@ -54,7 +66,7 @@ void add_model_run_options(CLI::App& app, ModelRunOptions& o) {
   app.add_option("--preset", o.preset, "random weights of a named architecture");
   app.add_option("--batch", o.batch, "sequences decoded together");
   app.add_option("--prompt", o.prompt, "prompt tokens per sequence");
-  app.add_option("--seed", o.seed, "seed of the random weights and prompts");
+  add_seed_option(app, o.seed, "seed of the random weights and prompts");
 }
 
 void check_model_run_options(const ModelRunOptions& o) {
@@ -113,6 +125,48 @@ void check_chain_options(const ChainOptions& o, const std::string& prefix) {
   check_one_of(prefix + "fold-rope", o.fold_rope, {"on", "off"});
 }
 
+int context_length(const std::string& options, std::initializer_list<int64_t> parts,
+                   int max_positions, const std::string& model) {
+  int64_t total = 0;
+  for (int64_t part : parts) total += part;  // each part an int or a size: no int64 overflow
+  if (total < 1 || total > max_positions)
+    throw_input_error(options, "",
+                      "a context of " + std::to_string(total) + " tokens, expected 1.." +
+                          std::to_string(max_positions) + " (max_position_embeddings of " + model +
+                          ")");
+  return static_cast<int>(total);
+}
+
+void check_sampling_options(float temperature, int top_k, float top_p) {
+  if (!std::isfinite(temperature) || temperature < 0)
+    throw_input_error(
+        "--temperature", "",
+        "expected a finite value >= 0 (0 = greedy), found " + std::to_string(temperature));
+  if (top_k < 0)
+    throw_input_error("--top-k", "", "expected >= 0 (0 = off), found " + std::to_string(top_k));
+  if (!(top_p > 0 && top_p <= 1))
+    throw_input_error("--top-p", "",
+                      "expected a value in (0, 1] (1 = off), found " + std::to_string(top_p));
+}
+
+CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help) {
+  return app.add_option_function<std::string>(
+      "--seed",
+      [&seed](const std::string& text) {
+        const bool digits = !text.empty() && text.size() <= 20 &&
+                            text.find_first_not_of("0123456789") == std::string::npos;
+        errno = 0;
+        const unsigned long long v = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
+        if (!digits || errno == ERANGE)
+          throw CLI::ValidationError("--seed",
+                                     "expected an integer in 0..18446744073709551615, "
+                                     "found '" +
+                                         text + "'");
+        seed = v;
+      },
+      help);
+}
+
 std::string utc_now() {
   std::time_t t = std::time(nullptr);
   char buf[32];
@@ -159,7 +213,11 @@ void print_progress(const std::string& label, size_t done, size_t total) {
 int main(int argc, char** argv) {
   using namespace megaops::cli;
   set_command_line(argc, argv);
-  std::signal(SIGINT, [](int) { g_interrupted = true; });
+  for (int sig : {SIGINT, SIGTERM})
+    std::signal(sig, [](int s) {
+      g_signal = s;
+      g_interrupted = true;
+    });
   CLI::App app{"megaops: dense decoder LLM inference (Llama 3, Qwen 3) on CUDA"};
   app.require_subcommand(1);
   std::map<CLI::App*, Runner> runners;
@@ -190,6 +248,10 @@ int main(int argc, char** argv) {
   try {
     for (auto& [sub, run] : runners)
       if (sub->parsed()) return run();
+  } catch (const Interrupted& e) {
+    // A progress line may be open on a terminal: end it first.
+    std::fprintf(stderr, "%sinterrupted: %s\n", isatty(fileno(stderr)) ? "\n" : "", e.what());
+    return interrupt_status();
   } catch (const megaops::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

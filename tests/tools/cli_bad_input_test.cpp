@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -77,6 +78,27 @@ void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>
 
 const std::string EMBED = "model.embed_tokens.weight";
 const std::string Q0 = "model.layers.0.self_attn.q_proj.weight";
+const std::string DOWN1 = "model.layers.1.mlp.down_proj.weight";
+
+// Rewrites model.safetensors with the values of tensor `name` at `indices` replaced by `value`
+// (any dtype: the bytes are decoded, edited and encoded again).
+void plant_value(const fs::path& dir, const std::string& name, const std::vector<size_t>& indices,
+                 float value) {
+  std::vector<uint8_t> edited;
+  rewrite_tensors(
+      dir, [](const TensorView&) { return true; },
+      [&](TensorToWrite& t) {
+        if (t.name != name) return;
+        const size_t n = t.nbytes / dtype_size(t.dtype);
+        std::vector<float> f(n);
+        to_float(t.dtype, t.data, f.data(), n);
+        if (indices.empty()) std::fill(f.begin(), f.end(), value);
+        for (size_t i : indices) f[i] = value;
+        edited.resize(t.nbytes);
+        from_float(t.dtype, f.data(), edited.data(), n);
+        t.data = edited.data();
+      });
+}
 
 std::vector<BadCase> catalogue() {
   return {
@@ -162,6 +184,23 @@ std::vector<BadCase> catalogue() {
        },
        {"config.json", "MistralForCausalLM"}},
       {"MissingConfig", [](const fs::path& d) { fs::remove(d / "config.json"); }, {"config.json"}},
+      // Non-finite weights: the first bad index is named, whatever else follows it.
+      {"NanInOneWeight",
+       [](const fs::path& d) {
+         plant_value(d, DOWN1, {4000, 17}, std::nanf(""));
+       },
+       {"model.safetensors", DOWN1,
+        "expected finite values, found NaN at index 17 (row 0, "
+        "column 17)"}},
+      {"NanEverywhere",
+       [](const fs::path& d) { plant_value(d, Q0, {}, std::nanf("")); },
+       {"model.safetensors", Q0, "found NaN at index 0"}},
+      {"InfInAnEmbeddingRow",
+       [](const fs::path& d) { plant_value(d, EMBED, {5 * 128 + 3}, INFINITY); },
+       {"model.safetensors", EMBED, "found +Inf at index 643 (row 5, column 3)"}},
+      {"NegativeInfInTheFinalNorm",
+       [](const fs::path& d) { plant_value(d, "model.norm.weight", {63}, -INFINITY); },
+       {"model.safetensors", "model.norm.weight", "found -Inf at index 63"}},
   };
 }
 

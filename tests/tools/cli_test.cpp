@@ -65,6 +65,91 @@ TEST(Cli, InitRandomWritesLoadableCheckpoint) {
   EXPECT_TRUE(fs::exists(tiny_checkpoint() / "model.safetensors"));
 }
 
+// Names in `parent` other than `keep`: what init-random left beside its output.
+std::vector<std::string> leftovers(const fs::path& parent, const std::string& keep) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(parent))
+    if (e.path().filename() != keep) out.push_back(e.path().filename().string());
+  return out;
+}
+
+// init-random publishes --out only when complete: an existing directory is refused (one line,
+// left untouched) unless --force, which replaces it; nothing is left beside it.
+TEST(Cli, InitRandomPublishesACompleteDirectoryOnly) {
+  const fs::path parent =
+      fs::path(::testing::TempDir()) / ("megaops-publish-" + std::to_string(getpid()));
+  fs::remove_all(parent);
+  const fs::path out = parent / "ckpt";
+  const std::string args =
+      "init-random --preset tiny-qwen3 --shard-gb 0.0001 --out " + out.string();
+  Result r = run_cli(args);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(fs::exists(out / "model.safetensors.index.json"));
+  EXPECT_EQ(leftovers(parent, "ckpt"), std::vector<std::string>{});
+  std::ofstream(out / "marker") << "mine";
+  expect_one_line_error(run_cli(args), "expected a new or empty directory");
+  EXPECT_TRUE(fs::exists(out / "marker"));
+  r = run_cli(args + " --force");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_FALSE(fs::exists(out / "marker"));
+  EXPECT_TRUE(fs::exists(out / "config.json"));
+  EXPECT_EQ(run_cli("generate --cpu --model " + out.string() + " --prompt-ids 1 --max-new-tokens 1")
+                .status,
+            0);
+  EXPECT_EQ(leftovers(parent, "ckpt"), std::vector<std::string>{});
+  fs::remove_all(out);
+  fs::create_directories(out);  // an empty directory is as good as none
+  r = run_cli(args + "/");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(leftovers(parent, "ckpt"), std::vector<std::string>{});
+  fs::remove_all(parent);
+}
+
+// SIGINT or SIGTERM while init-random writes a 1.2 GB checkpoint: it stops promptly with 128 +
+// the signal, one line, and leaves neither --out nor anything staged beside it.
+TEST(Cli, InitRandomStopsCleanlyOnSignals) {
+  for (int sig : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(sig);
+    const fs::path parent = fs::path(::testing::TempDir()) /
+                            ("megaops-sig-" + std::to_string(getpid()) + "-" + std::to_string(sig));
+    fs::remove_all(parent);
+    fs::create_directories(parent);
+    const fs::path out = parent / "ckpt";
+    const fs::path log = parent.string() + ".log";
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      execl(MEGAOPS_CLI_PATH, MEGAOPS_CLI_PATH, "init-random", "--preset", "qwen3-0.6b", "--out",
+            out.c_str(), nullptr);
+      _exit(127);
+    }
+    // Wait until the staged directory exists, so the signal lands while writing.
+    for (int i = 0; i < 400 && leftovers(parent, "").empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    kill(pid, sig);
+    int st = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    waitpid(pid, &st, 0);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(WIFEXITED(st)) << "killed by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    EXPECT_EQ(WEXITSTATUS(st), 128 + sig);
+    EXPECT_LT(secs, 20.0);
+    EXPECT_EQ(leftovers(parent, ""), std::vector<std::string>{});
+    std::stringstream text;
+    text << std::ifstream(log).rdbuf();
+    EXPECT_NE(text.str().find("interrupted: " + out.string() + ": nothing written"),
+              std::string::npos)
+        << text.str();
+    fs::remove_all(parent);
+    fs::remove(log);
+  }
+}
+
 TEST(Cli, GenerateOnCpuStreamsTokenIds) {
   const Result r = run_cli("generate --cpu --ignore-eos --model " + tiny_checkpoint().string() +
                            " --prompt-ids 1,2,3 --max-new-tokens 5");
@@ -112,6 +197,34 @@ TEST(Cli, GeneratePrefillRejectsUnknownPath) {
   const Result ok = run_cli(args + " graph");
   EXPECT_EQ(ok.status, 0) << ok.out;  // --cpu: the oracle runs, the path is the GPU's option
   expect_one_line_error(run_cli(args + " decode"), "expected layers or graph, found 'decode'");
+}
+
+// Sampling parameters, enum values and lengths are checked before anything runs, on every path
+// (--cpu included): one line naming the option, exit 1 (CLI11's own type errors: 2).
+TEST(Cli, GenerateRejectsBadSamplingAndLengths) {
+  const std::string gen =
+      "generate --cpu --model " + tiny_checkpoint().string() + " --prompt-ids 1,2";
+  expect_each_bad_option(
+      gen, {{"--temperature nan", "--temperature: expected a finite value >= 0"},
+            {"--temperature inf", "--temperature"},
+            {"--temperature -1", "--temperature"},
+            {"--top-k -5", "--top-k: expected >= 0"},
+            {"--top-p nan", "--top-p: expected a value in (0, 1]"},
+            {"--top-p 0", "--top-p"},
+            {"--top-p 1.5", "--top-p"},
+            {"--backend foo", "--backend"},
+            {"--prefill foo", "--prefill"},
+            {"--max-new-tokens 2147483647", "a context of 2147483649 tokens, expected 1..1024"},
+            {"--max-new-tokens 0", "--max-new-tokens"}});
+  for (const char* seed : {"-1", "18446744073709551616", "x"}) {
+    const Result r = run_cli(gen + " --seed " + seed);
+    EXPECT_EQ(r.status, 2) << seed << ": " << r.out;
+    EXPECT_NE(r.out.find("--seed"), std::string::npos) << seed << ": " << r.out;
+  }
+  const Result ok = run_cli(gen +
+                            " --seed 18446744073709551615 --temperature 0.7 --top-k 3 "
+                            "--top-p 0.9 --max-new-tokens 2 --ignore-eos");
+  EXPECT_EQ(ok.status, 0) << ok.out;
 }
 
 TEST(Cli, MissingModelDirectory) {
