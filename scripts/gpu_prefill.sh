@@ -76,23 +76,25 @@ def load(name):
 att, peer = load("bench_attention.json"), load("torch_prefill.json")
 layers = {"llama3.2-1b": 16, "llama3.1-8b": 32, "qwen3-0.6b": 28, "qwen3-8b": 36}
 if att:
-    print(f"attention (GEMM ceiling {att['gemm_ceiling_tflops']:.0f} TFLOP/s), ms / TFLOP/s")
+    print(f"attention (GEMM ceiling {att['gemm_ceiling_tflops']:.0f} TFLOP/s), ms / TFLOP/s; "
+          "diff: largest relative difference to the first kernel")
     sd = {}
     for r in (peer or {}).get("rows", []):
         if r.get("kind", "").startswith("sdpa") and "ms" in r:
             sd[(r["kind"], r["preset"], r["tokens"])] = r
-    print(f"{'preset':12s} {'T':>6s} {'flash':>15s} {'scalar':>15s} {'sdpa-gqa':>15s} {'diff':>8s}")
-    keys = sorted({(r["preset"], r["tokens"]) for r in att["rows"]})
-    for p, t in keys:
-        cell = {}
+    cols = ["flash", "flash-64", "flash-128", "scalar", "sdpa-gqa"]
+    print(f"{'preset':12s} {'T':>6s}" + "".join(f"{c:>14s}" for c in cols) + f"{'diff':>9s}")
+    for p, t in sorted({(r["preset"], r["tokens"]) for r in att["rows"]}):
+        cell, diff = {}, 0.0
         for r in att["rows"]:
             if (r["preset"], r["tokens"]) == (p, t):
                 cell[r["kernel"]] = f"{r['ms']:.3f}/{r['tflops']:.0f}"
-                diff = r["rel_diff_vs_first"]
+                diff = max(diff, r["rel_diff_vs_first"])
         s = sd.get(("sdpa-gqa", p, t))
-        cell["sdpa"] = f"{s['ms']:.3f}/{s['tflops']:.0f}" if s else "-"
-        print(f"{p:12s} {t:6d} {cell.get('flash', '-'):>15s} {cell.get('scalar', '-'):>15s} "
-              f"{cell['sdpa']:>15s} {diff:8.1e}")
+        if s:
+            cell["sdpa-gqa"] = f"{s['ms']:.3f}/{s['tflops']:.0f}"
+        print(f"{p:12s} {t:6d}" + "".join(f"{cell.get(c, '-'):>14s}" for c in cols) +
+              f"{diff:9.1e}")
 for p in layers:
     g = load(f"bench_prefill_gemm_{p}.json")
     if not g:
@@ -121,9 +123,9 @@ for p in layers:
                 if r["m"] == t and r["op"] != "lm_head" and r["path"] in ("lt-bf16", "lt-residual", "lt-best"):
                     gem[r["op"]] = min(gem.get(r["op"], 1e30), r["us"])
             fl = [r["ms"] for r in att["rows"]
-                  if r["preset"] == p and r["tokens"] == t and r["kernel"] == "flash"]
+                  if r["preset"] == p and r["tokens"] == t and r["kernel"].startswith("flash")]
             if len(gem) == 4 and fl:
-                proj = layers[p] * (sum(gem.values()) * 1e-3 + fl[0])
+                proj = layers[p] * (sum(gem.values()) * 1e-3 + min(fl))
                 print(f"  projected TTFT at {t} tokens (GEMMs + flash attention only): {proj:.1f} ms")
 if peer:
     for r in peer["rows"]:

@@ -17,16 +17,21 @@ namespace megaops {
 
 namespace {
 
-constexpr int FLASH_WARPS = PREFILL_FLASH_BQ / 16;  // 16 query rows per warp (one mma M tile)
-constexpr int FLASH_THREADS = FLASH_WARPS * 32;
-constexpr int BQ = PREFILL_FLASH_BQ;
 constexpr int BK = PREFILL_FLASH_BK;
 constexpr float FLASH_LOG2E = 1.4426950408889634f;
 
-// Q [BQ][HD], then K and V [2][BK][HD] each (two stages), all bf16.
-template <int HD>
+// CTAs an SM the register cap is set for: at head_dim 128 shared memory allows two 4-warp CTAs
+// (80 KB each) or one 8-warp CTA (96 KB), and registers (~180 a thread) the same; at 64, three
+// 4-warp CTAs by registers (~150), and two 8-warp ones under a cap of 128 (ptxas: 44 bytes of
+// spills).
+constexpr int flash_min_blocks(int hd, int warps) {
+  return hd == 128 ? (warps == 4 ? 2 : 1) : (warps == 4 ? 3 : 2);
+}
+
+// Q [WARPS * 16][HD], then K and V [2][BK][HD] each (two stages), all bf16.
+template <int HD, int WARPS>
 constexpr size_t flash_smem_bytes() {
-  return sizeof(bf16) * HD * (BQ + 4 * BK);
+  return sizeof(bf16) * HD * (WARPS * 16 + 4 * BK);
 }
 
 // Element offset of 16-byte chunk c of row r in a [rows][HD] bf16 tile. ldmatrix reads one
@@ -100,13 +105,13 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // Keys [key0, key0 + BK) of (slot, kv_head) into one K / V stage; keys past key_last are
 // zero-filled, never read (they may be another sequence's rows, or unwritten NaN).
-template <int HD>
+template <int HD, int THREADS>
 __device__ __forceinline__ void load_kv_stage(const PrefillAttentionParams& p, int64_t base,
                                               int key0, int key_last, bf16* ks, bf16* vs) {
   constexpr int CHUNKS = HD / 8;
   const int64_t row_stride = static_cast<int64_t>(p.num_kv_heads) * HD;
 #pragma unroll
-  for (int i = threadIdx.x; i < BK * CHUNKS; i += FLASH_THREADS) {
+  for (int i = threadIdx.x; i < BK * CHUNKS; i += THREADS) {
     const int r = i / CHUNKS, c = i % CHUNKS;
     const bool valid = key0 + r <= key_last;
     const int64_t off = valid ? base + (key0 + r) * row_stride + c * 8 : 0;
@@ -116,11 +121,13 @@ __device__ __forceinline__ void load_kv_stage(const PrefillAttentionParams& p, i
 }
 
 // Grid: (heads, query blocks). Heads vary fastest, so the query heads of one kv head run side by
-// side and share its K / V tiles in L2. Thread (warp w, lane) holds, as mma accumulator fragments, rows
-// w * 16 + lane / 4 (lo) and + 8 (hi) of the block.
-template <int HD>
-__global__ void __launch_bounds__(FLASH_THREADS)
+// side and share its K / V tiles in L2. Thread (warp w, lane) holds, as mma accumulator fragments,
+// rows w * 16 + lane / 4 (lo) and + 8 (hi) of the block.
+template <int HD, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, flash_min_blocks(HD, WARPS))
     prefill_attention_flash_kernel(PrefillAttentionParams p) {
+  constexpr int BQ = WARPS * 16;  // 16 query rows a warp (one mma M tile)
+  constexpr int THREADS = WARPS * 32;
   constexpr int CHUNKS = HD / 8;
   constexpr int NT_S = BK / 8;    // score n-tiles (8 keys each)
   constexpr int NT_O = HD / 8;    // output n-tiles (8 dims each)
@@ -147,7 +154,7 @@ __global__ void __launch_bounds__(FLASH_THREADS)
     row_slot[tid] = valid ? p.slots[q0 + tid] : -1;
     row_pos[tid] = valid ? p.positions[q0 + tid] : -1;
   }
-  for (int i = tid; i < BQ * CHUNKS; i += FLASH_THREADS) {
+  for (int i = tid; i < BQ * CHUNKS; i += THREADS) {
     const int r = i / CHUNKS, c = i % CHUNKS;
     const bool valid = r < rows;
     const int64_t off =
@@ -196,7 +203,7 @@ __global__ void __launch_bounds__(FLASH_THREADS)
     const int n_tiles = key_last < 0 ? 0 : key_last / BK + 1;
 
     __syncthreads();  // the previous run's last tile has been read by every warp
-    if (n_tiles > 0) load_kv_stage<HD>(p, base, 0, key_last, ks, vs);
+    if (n_tiles > 0) load_kv_stage<HD, THREADS>(p, base, 0, key_last, ks, vs);
     cp_async_commit();
     for (int it = 0; it < n_tiles; ++it) {
       cp_async_wait_all();
@@ -204,8 +211,8 @@ __global__ void __launch_bounds__(FLASH_THREADS)
       // load overwrites.
       __syncthreads();
       if (it + 1 < n_tiles)
-        load_kv_stage<HD>(p, base, (it + 1) * BK, key_last, ks + ((it + 1) & 1) * BK * HD,
-                          vs + ((it + 1) & 1) * BK * HD);
+        load_kv_stage<HD, THREADS>(p, base, (it + 1) * BK, key_last, ks + ((it + 1) & 1) * BK * HD,
+                                   vs + ((it + 1) & 1) * BK * HD);
       cp_async_commit();
       const int key0 = it * BK;
       if (key0 > warp_max) continue;  // warp-uniform: no row of this warp sees these keys
@@ -313,16 +320,17 @@ __global__ void __launch_bounds__(FLASH_THREADS)
   }
 }
 
-template <int HD>
+template <int HD, int WARPS>
 cudaError_t launch_flash(const PrefillAttentionParams& p) {
-  constexpr size_t smem = flash_smem_bytes<HD>();
+  constexpr size_t smem = flash_smem_bytes<HD, WARPS>();
   if (const cudaError_t err =
-          cudaFuncSetAttribute(prefill_attention_flash_kernel<HD>,
+          cudaFuncSetAttribute(prefill_attention_flash_kernel<HD, WARPS>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
       err != cudaSuccess)
     return err;
-  return launch_kernel(prefill_attention_flash_kernel<HD>, dim3(p.num_heads, ceil_div(p.t, BQ)),
-                       dim3(FLASH_THREADS), smem, p.launch, p);
+  return launch_kernel(prefill_attention_flash_kernel<HD, WARPS>,
+                       dim3(p.num_heads, ceil_div(p.t, WARPS * 16)), dim3(WARPS * 32), smem,
+                       p.launch, p);
 }
 
 bool aligned16(const void* ptr) {
@@ -335,22 +343,30 @@ bool prefill_attention_flash_supported(const PrefillAttentionParams& p) {
   return p.head_dim == 64 || p.head_dim == 128;
 }
 
-cudaError_t launch_prefill_attention_flash(const PrefillAttentionParams& p) {
+int prefill_attention_flash_block_q(const PrefillAttentionParams& p) {
+  return p.head_dim == 128 && p.t >= PREFILL_FLASH_BQ128_MIN_TOKENS ? 128 : 64;
+}
+
+cudaError_t launch_prefill_attention_flash(const PrefillAttentionParams& p, int block_q) {
   if (!prefill_attention_flash_supported(p)) return launch_prefill_attention(p);
+  if (block_q == 0) block_q = prefill_attention_flash_block_q(p);
   if (p.t < 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 ||
-      p.max_seq <= 0 || ceil_div(p.t, BQ) > 65535)
+      p.max_seq <= 0 || (block_q != 64 && block_q != 128) || ceil_div(p.t, block_q) > 65535)
     return cudaErrorInvalidValue;
   if (p.t == 0) return cudaSuccess;
   if (!p.q || !p.k_cache || !p.v_cache || !p.slots || !p.positions || !p.out)
     return cudaErrorInvalidValue;
   if (!aligned16(p.q) || !aligned16(p.k_cache) || !aligned16(p.v_cache) || !aligned16(p.out))
     return cudaErrorInvalidValue;
-  return p.head_dim == 64 ? launch_flash<64>(p) : launch_flash<128>(p);
+  if (p.head_dim == 64) return block_q == 64 ? launch_flash<64, 4>(p) : launch_flash<64, 8>(p);
+  return block_q == 64 ? launch_flash<128, 4>(p) : launch_flash<128, 8>(p);
 }
 
 cudaError_t preload_prefill_attention_flash_kernels() {
-  for (cudaError_t err : {preload_kernel(prefill_attention_flash_kernel<64>),
-                          preload_kernel(prefill_attention_flash_kernel<128>)})
+  for (cudaError_t err : {preload_kernel(prefill_attention_flash_kernel<64, 4>),
+                          preload_kernel(prefill_attention_flash_kernel<64, 8>),
+                          preload_kernel(prefill_attention_flash_kernel<128, 4>),
+                          preload_kernel(prefill_attention_flash_kernel<128, 8>)})
     if (err != cudaSuccess) return err;
   return cudaSuccess;
 }

@@ -1,7 +1,8 @@
 // Causal prefill attention on tensor cores (FlashAttention-2 style): the same contract as
 // launch_prefill_attention (kernels/attention.cuh) so the executor can switch to it. A CTA takes
-// 64 query tokens of one head (four warps, 16 rows each); K and V tiles of 64 keys of the matching
-// kv head (GQA) stream through shared memory two deep (cp.async); scores and P·V run on
+// 64 or 128 query tokens of one head (four or eight warps, 16 rows each); K and V tiles of 64 keys
+// of the matching kv head (GQA) stream through shared memory two deep (cp.async); scores and P·V
+// run on
 // mma.sync m16n8k16 bf16 with fp32 accumulation, fed by ldmatrix; softmax is online (base 2,
 // scale folded into the scores). Packed variable-length sequences: a block of 64 tokens that
 // spans several slots runs one pass over the keys per slot, masking the rows of the others.
@@ -12,16 +13,26 @@
 
 namespace megaops {
 
-// Query tokens per CTA and keys per shared-memory tile of the tensor-core kernel.
-constexpr int PREFILL_FLASH_BQ = 64;
+// Keys per shared-memory tile of the tensor-core kernel.
 constexpr int PREFILL_FLASH_BK = 64;
+// From this many tokens a head_dim 128 launch takes 128 query rows a CTA by default, else 64.
+// 128 loads each K / V tile once for twice the rows (half the L2 traffic: 128 FLOP a byte instead
+// of 64) with the same warps an SM at head_dim 128, but half the CTAs, so short prompts fill the
+// GPU worse; at head_dim 64 its register cap spills, so 64 stays the default there. A guess until
+// bench-attention has timed both (its flash-64 / flash-128 rows).
+constexpr int PREFILL_FLASH_BQ128_MIN_TOKENS = 2048;
 
 // Whether launch_prefill_attention_flash runs p on the tensor-core kernel (head_dim 64 or 128);
 // otherwise it forwards p to launch_prefill_attention.
 bool prefill_attention_flash_supported(const PrefillAttentionParams& p);
 
+// The query rows a CTA takes by default (64 or 128), from p.t.
+int prefill_attention_flash_block_q(const PrefillAttentionParams& p);
+
 // Same params, validation and results (bf16 rounding aside) as launch_prefill_attention.
-cudaError_t launch_prefill_attention_flash(const PrefillAttentionParams& p);
+// block_q: query rows a CTA, 64 or 128 (else cudaErrorInvalidValue); 0 takes
+// prefill_attention_flash_block_q(p).
+cudaError_t launch_prefill_attention_flash(const PrefillAttentionParams& p, int block_q = 0);
 
 cudaError_t preload_prefill_attention_flash_kernels();
 

@@ -43,11 +43,12 @@ AttentionBenchResult time_prefill_attention(const AttentionBenchShape& s,
     throw InputError("bench-attention: one repeat count a kernel");
   for (const std::string& k : kernels)
     if (!attention_bench_kernel_known(k))
-      throw InputError("bench-attention: kernel: expected flash or scalar, found '" + k + "'");
+      throw InputError(
+          "bench-attention: kernel: expected flash, flash-64, flash-128 or scalar, found '" + k +
+          "'");
   const size_t t = static_cast<size_t>(s.tokens);
   const size_t q_n = t * s.num_heads * s.head_dim, kv_n = t * s.num_kv_heads * s.head_dim;
-  CudaMemory q(q_n * 2), k(kv_n * 2), v(kv_n * 2), out(q_n * 2), first(q_n * 2), slots(t * 4),
-      pos(t * 4);
+  CudaMemory q(q_n * 2), k(kv_n * 2), v(kv_n * 2), out(q_n * 2), slots(t * 4), pos(t * 4);
   // q in [-2, 2], k, v in [-1, 1]: scores of a few units after the 1/sqrt(d) scale.
   fill(q, q_n, 1, -2.f, 2.f);
   fill(k, kv_n, 2, -1.f, 1.f);
@@ -74,23 +75,30 @@ AttentionBenchResult time_prefill_attention(const AttentionBenchShape& s,
   p.launch = LaunchOptions{stream.s, false};
 
   AttentionBenchResult r;
+  std::vector<uint16_t> first(q_n), got(q_n);  // the first kernel's output, and the current one's
   for (size_t i = 0; i < kernels.size(); ++i) {
-    const bool flash = kernels[i] == "flash";
+    const bool flash = kernels[i] != "scalar";
+    const int block_q = kernels[i] == "flash-64"    ? 64
+                        : kernels[i] == "flash-128" ? 128
+                        : flash                     ? prefill_attention_flash_block_q(p)
+                                                    : 0;
     auto launch = [&] {
-      MEGAOPS_CUDA_CHECK(flash ? launch_prefill_attention_flash(p) : launch_prefill_attention(p));
+      MEGAOPS_CUDA_CHECK(flash ? launch_prefill_attention_flash(p, block_q)
+                               : launch_prefill_attention(p));
     };
     MEGAOPS_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xff, q_n * 2, stream.s));  // NaN poison
     launch();                                                               // warm-up
     MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(stream.s));
-    if (i == 0)
-      MEGAOPS_CUDA_CHECK(cudaMemcpy(first.ptr, out.ptr, q_n * 2, cudaMemcpyDeviceToDevice));
-    if (i == 1) {
-      std::vector<uint16_t> a(q_n), b(q_n);
-      MEGAOPS_CUDA_CHECK(cudaMemcpy(a.data(), first.ptr, q_n * 2, cudaMemcpyDeviceToHost));
-      MEGAOPS_CUDA_CHECK(cudaMemcpy(b.data(), out.ptr, q_n * 2, cudaMemcpyDeviceToHost));
+    MEGAOPS_CUDA_CHECK(
+        cudaMemcpy((i == 0 ? first : got).data(), out.ptr, q_n * 2, cudaMemcpyDeviceToHost));
+    // Against the first kernel (0 for itself); infinite when either output holds a NaN (an
+    // unwritten element keeps the poison).
+    double rel_diff = 0;
+    {
+      const std::vector<uint16_t>& b = i == 0 ? first : got;
       double num = 0, den = 0;
       for (size_t j = 0; j < q_n; ++j) {
-        const double x = bf16_to_float(a[j]), y = bf16_to_float(b[j]);
+        const double x = bf16_to_float(first[j]), y = bf16_to_float(b[j]);
         if (!std::isfinite(x) || !std::isfinite(y)) {
           num = INFINITY;
           break;
@@ -98,10 +106,10 @@ AttentionBenchResult time_prefill_attention(const AttentionBenchShape& s,
         num += (y - x) * (y - x);
         den += x * x;
       }
-      r.rel_diff = std::sqrt(num / (den > 0 ? den : 1e-30));
+      rel_diff = std::sqrt(num / (den > 0 ? den : 1e-30));
     }
     const std::vector<float> ms = timed_runs_ms(stream.s, repeats[i], launch);
-    r.times.push_back({kernels[i], ms[ms.size() / 2], ms.front(), ms.back()});
+    r.times.push_back({kernels[i], block_q, ms[ms.size() / 2], ms.front(), ms.back(), rel_diff});
   }
   return r;
 }

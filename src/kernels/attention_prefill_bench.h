@@ -13,21 +13,24 @@ struct AttentionBenchShape {
   int tokens = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
 };
 
-// flash: launch_prefill_attention_flash (kernels/attention_prefill.cuh); scalar:
-// launch_prefill_attention (kernels/attention.cu), what the executor runs today.
+// flash: launch_prefill_attention_flash (kernels/attention_prefill.cuh) with its default query
+// block; flash-64 / flash-128: with 64 / 128 query rows a CTA; scalar: launch_prefill_attention
+// (kernels/attention.cu), what the executor runs today.
 inline bool attention_bench_kernel_known(const std::string& k) {
-  return k == "flash" || k == "scalar";
+  return k == "flash" || k == "flash-64" || k == "flash-128" || k == "scalar";
 }
 
 struct AttentionBenchTime {
   std::string kernel;
+  int block_q = 0;  // flash kernels: the query rows a CTA took
   double median_ms = 0, min_ms = 0, max_ms = 0;
+  // ||out - out_first|| / ||out_first||, out_first the first kernel's output on the same inputs
+  // (0 for the first kernel itself; infinite when either holds a NaN).
+  double rel_diff = 0;
 };
 
 struct AttentionBenchResult {
   std::vector<AttentionBenchTime> times;  // one per kernel asked for, in order
-  // ||out_second - out_first|| / ||out_first|| when two kernels ran, else -1.
-  double rel_diff = -1;
 };
 
 // Causal FLOPs of the shape: 4 * T^2 * H * d / 2 (QK^T and PV, half the square).

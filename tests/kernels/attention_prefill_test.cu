@@ -38,9 +38,9 @@ std::string describe(const Shape& s, const std::vector<Seq>& seqs, bool pdl) {
   return name;
 }
 
-// Runs one launch of launch_prefill_attention_flash and checks every sequence against the
-// reference. Tolerance: bf16 output (and P rounded to bf16 before P.V) against fp32, 2e-2
-// relative per sequence (DESIGN.md).
+// Runs launch_prefill_attention_flash once for each query block (64 and 128 rows a CTA, and the
+// default) on the same inputs and checks every sequence against the reference. Tolerance: bf16
+// output (and P rounded to bf16 before P.V) against fp32, 2e-2 relative per sequence (DESIGN.md).
 void run_case(const Shape& s, const std::vector<Seq>& seqs, int max_batch, int max_seq, bool pdl,
               std::mt19937_64& rng) {
   SCOPED_TRACE(describe(s, seqs, pdl));
@@ -76,7 +76,6 @@ void run_case(const Shape& s, const std::vector<Seq>& seqs, int max_batch, int m
   d_v.upload(v_bits);
   d_slots.upload(slots);
   d_pos.upload(positions);
-  d_out.poison();
 
   PrefillAttentionParams p;
   p.q = reinterpret_cast<const bf16*>(d_q.ptr);
@@ -92,19 +91,28 @@ void run_case(const Shape& s, const std::vector<Seq>& seqs, int max_batch, int m
   p.max_seq = max_seq;
   p.scale = scale;
   p.launch.pdl = pdl;
-  ASSERT_EQ(launch_prefill_attention_flash(p), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto got = testing::from_bf16_bits(d_out.download());
 
+  std::vector<float> expect(q_n);
   size_t at = 0;
   for (const Seq& sq : seqs) {
-    std::vector<float> expect(sq.n_q * token);
     const size_t slot_at = static_cast<size_t>(sq.slot) * max_seq * row;
     ref::attention_prefill(q.data() + at, k.data() + slot_at, v.data() + slot_at, sq.n_q, sq.pos0,
-                           s.num_heads, s.num_kv_heads, hd, scale, expect.data());
-    EXPECT_LE(testing::rel_error(got.data() + at, expect.data(), expect.size()), 2e-2)
-        << "slot " << sq.slot;
-    at += expect.size();
+                           s.num_heads, s.num_kv_heads, hd, scale, expect.data() + at);
+    at += sq.n_q * token;
+  }
+  for (int block_q : {64, 128, 0}) {
+    SCOPED_TRACE("block_q " + std::to_string(block_q));
+    d_out.poison();
+    ASSERT_EQ(launch_prefill_attention_flash(p, block_q), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto got = testing::from_bf16_bits(d_out.download());
+    at = 0;
+    for (const Seq& sq : seqs) {
+      const size_t n = sq.n_q * token;
+      EXPECT_LE(testing::rel_error(got.data() + at, expect.data() + at, n), 2e-2)
+          << "slot " << sq.slot;
+      at += n;
+    }
   }
 }
 
@@ -168,6 +176,7 @@ TEST(PrefillAttentionFlash, RejectsBadShapes) {
   EXPECT_EQ(launch_prefill_attention_flash(p), cudaErrorInvalidValue);
   p.t = 0;  // nothing to do: no launch, no buffers needed
   EXPECT_EQ(launch_prefill_attention_flash(p), cudaSuccess);
+  EXPECT_EQ(launch_prefill_attention_flash(p, 32), cudaErrorInvalidValue);  // no such block
 }
 
 }  // namespace
