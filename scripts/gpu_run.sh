@@ -20,6 +20,8 @@ BIN=${BIN:-.carry/bin}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 export MEGAOPS_GIT_SHA=${MEGAOPS_GIT_SHA:-$(cat "$BIN/GIT_SHA" 2>/dev/null || echo unknown)}
+# Shared libraries carried beside the binaries (scripts/pack_gpu.sh) come first.
+export LD_LIBRARY_PATH="$(cd "$BIN" && pwd):${LD_LIBRARY_PATH:-}"
 # The binaries link libcublasLt dynamically; fall back to the copy PyTorch ships if the toolkit's
 # library directory is not on the loader path.
 if ldd "$BIN/megaops" | grep -q "not found"; then

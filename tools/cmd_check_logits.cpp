@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/run_options.h"
 #include "io/safetensors.h"
 #include "models/checkpoint.h"
 #include "reference/ops.h"
@@ -108,8 +109,7 @@ Reference read_reference(const std::string& path, int vocab) {
   return r;
 }
 
-int run_check(const Opts& o) {
-  const PrefillPath prefill_path = parse_prefill_path(o.prefill, "--prefill");
+int run_check(const Opts& o, PrefillPath prefill_path) {
   const Checkpoint ckpt = Checkpoint::open(o.model);
   const int vocab = ckpt.config().vocab_size;
   const Reference ref = read_reference(o.expected, vocab);
@@ -225,8 +225,10 @@ Runner add_check_logits(CLI::App& app) {
     if (!(o->bf16_factor > 0) || !std::isfinite(o->bf16_factor))
       throw_input_error("--bf16-factor", "",
                         "expected a finite value > 0, found " + std::to_string(o->bf16_factor));
+    // The GPU's option, checked on builds without CUDA too.
+    [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
 #ifdef MEGAOPS_HAVE_CUDA
-    return run_check(*o);
+    return run_check(*o, prefill_path);
 #else
     throw DeviceError("check-logits: this build has no CUDA support");
 #endif
