@@ -61,11 +61,11 @@ struct MatmulParams {
   // Greedy sampling in the epilogue (the LM head; kernels/greedy_key.cuh): with argmax_out set,
   // each CTA folds the fp32 sums it writes to y into a per-batch-row maximum of greedy_pack(y,
   // column) and takes atomicMax of it into argmax_out[b] before it signals, so argmax_out[b]
-  // ends as the pack of row b's argmax (lowest column on ties, NaN never), the same choice as the
-  // greedy sampler's over y. y is written as usual and must be F32 (else cudaErrorInvalidValue).
-  // The caller zeroes argmax_out before the launch (the sampler that reads it, SampleParams::
-  // argmax, does so for the next one). The bulk streaming kernel only, as the folds; not with
-  // silu_out (cudaErrorInvalidValue).
+  // ends as the pack of row b's argmax (lowest column on ties), the same choice as the greedy
+  // sampler's over y, or GREEDY_PACK_NONFINITE where row b holds a NaN or Inf (no token). y is
+  // written as usual and must be F32 (else cudaErrorInvalidValue). The caller zeroes argmax_out
+  // before the launch (the sampler that reads it, SampleParams::argmax, does so for the next one).
+  // The bulk streaming kernel only, as the folds; not with silu_out (cudaErrorInvalidValue).
   unsigned long long* argmax_out = nullptr;
   // The streaming kernel's row-block schedule (StreamMatmulArgs::schedule; bulk version, m = 1;
   // ignored elsewhere): Auto, the rule's (matmul_stream_dynamic); Static or Dynamic forced

@@ -119,7 +119,8 @@ void attention_prefill(const float* q, const float* k_cache, const float* v_cach
 }
 
 int argmax(const float* logits, int n) {
-  // NaN never wins (the GPU sampler's rule): a NaN first logit must not hide the others.
+  // NaN never wins, so a NaN first logit does not hide the others (check-logits compares the
+  // argmax of rows that may hold NaN; the samplers give no token for such rows, see sample).
   int best = -1;
   for (int i = 0; i < n; ++i) {
     if (!std::isnan(logits[i]) && (best < 0 || logits[i] > logits[best])) best = i;

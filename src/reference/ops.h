@@ -42,7 +42,7 @@ void attention_prefill(const float* q, const float* k_cache, const float* v_cach
                        float* out);
 
 // Index of the largest logit; the lowest index wins ties (-0 ties +0), a NaN never wins, and a row
-// of NaN gives 0.
+// of NaN gives 0. (sample, not argmax, is the samplers' definition: no token for a row with NaN.)
 int argmax(const float* logits, int n);
 
 // Sampling parameters. temperature <= 0 means greedy. top_k <= 0 disables top-k; top_p >= 1
