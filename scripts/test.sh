@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The text front end's tests compare against HF tokenizers and transformers.
+python3 -m pip install -q -r python/requirements-test.txt
 scripts/build.sh
 summary=$(mktemp)
 # Runs ctest in a build directory and appends "total failed skipped" to $summary.

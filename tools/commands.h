@@ -30,6 +30,8 @@ Runner add_plan(CLI::App& app);
 Runner add_bench_matmul(CLI::App& app);
 Runner add_bench_attention(CLI::App& app);
 Runner add_hbm_ceiling(CLI::App& app);
+Runner add_tokenize(CLI::App& app);
+Runner add_chat(CLI::App& app);
 
 // The HBM read ceiling of `device` (median GB/s of `iterations` reads of `mb` MiB), measured by
 // `megaops hbm-ceiling` in a child process, so the ceiling kernel never runs in the process

@@ -239,6 +239,9 @@ int main(int argc, char** argv) {
   add("plan", "rank barrier/overlap/split compositions from a profile (no GPU needed)", add_plan);
   add("check-logits", "compare logits against a reference file from HF transformers",
       add_check_logits);
+  add("tokenize", "the checkpoint's tokenizer and chat template: text <-> ids, prompts",
+      add_tokenize);
+  add("chat", "interactive chat with the checkpoint's chat template, streaming replies", add_chat);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,38 @@
+// A checkpoint's chat template (tokenizer_config.json's chat_template, HF's Jinja dialect) rendered
+// by llama.cpp's Jinja engine, the maintained C++ engine built to render real HF chat templates
+// (loop controls, namespace(), raise_exception, tojson, string methods). The template is parsed
+// once; rendering takes the conversation as JSON in the shape HF's apply_chat_template takes it.
+// Syntax and render errors (including the template's own raise_exception) are one-line
+// InputErrors naming the origin.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace megaops {
+
+class ChatTemplate {
+ public:
+  // Parses `source`; `origin` names it in errors (e.g. "DIR/tokenizer_config.json: chat_template").
+  static ChatTemplate parse(const std::string& source, const std::string& origin);
+
+  ChatTemplate(ChatTemplate&&) noexcept;
+  ChatTemplate& operator=(ChatTemplate&&) noexcept;
+  ~ChatTemplate();
+
+  // The prompt text for `messages` (an array of {"role", "content", ...}). `variables` holds the
+  // rest of the template's context (bos_token, eos_token, add_generation_prompt, tools,
+  // enable_thinking, ...); messages is set from the first argument.
+  std::string render(const nlohmann::ordered_json& messages,
+                     const nlohmann::ordered_json& variables) const;
+
+  const std::string& source() const;
+
+ private:
+  struct Impl;
+  explicit ChatTemplate(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace megaops

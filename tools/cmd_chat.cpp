@@ -1,0 +1,140 @@
+// `megaops chat`: an interactive conversation with a checkpoint, as llama.cpp's llama-cli and
+// vLLM's chat give one: each line read from stdin is a user turn, the whole conversation is
+// rendered by the checkpoint's own chat template and the reply streams as text. A line "/reset"
+// starts over, "/exit" or end of input ends. A summary line per reply goes to stderr.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/error.h"
+#include "text_session.h"
+
+namespace megaops::cli {
+
+namespace {
+
+struct ChatOpts {
+  std::string model, system, template_kwargs;
+  std::vector<std::string> stop;
+  int max_new_tokens = 512, max_context = 4096;
+  float temperature = -1, top_p = -1;
+  int top_k = -1;
+  uint64_t seed = 0;
+  bool cpu = false, ignore_eos = false, quiet = false;
+};
+
+}  // namespace
+
+SamplingOptions resolve_sampling(const GenerationConfig& g, float temperature, int top_k,
+                                 float top_p, uint64_t seed) {
+  SamplingOptions s;
+  const bool sample_by_default = g.do_sample.value_or(false);
+  s.temperature = temperature >= 0    ? temperature
+                  : sample_by_default ? g.temperature.value_or(1.0f)
+                                      : 0.0f;
+  s.top_k = top_k >= 0 ? top_k : sample_by_default ? g.top_k.value_or(0) : 0;
+  s.top_p = top_p >= 0 ? top_p : sample_by_default ? g.top_p.value_or(1.0f) : 1.0f;
+  s.seed = seed;
+  if (!(s.temperature >= 0) || s.temperature > 1e6f)
+    throw_input_error("--temperature", "", "expected a finite value >= 0 (0 = greedy)");
+  if (!(s.top_p > 0 && s.top_p <= 1))
+    throw_input_error("--top-p", "",
+                      "expected a value in (0, 1], found " + std::to_string(s.top_p));
+  return s;
+}
+
+Runner add_chat(CLI::App& app) {
+  auto o = std::make_shared<ChatOpts>();
+  app.add_option("--model", o->model, "Hugging Face checkpoint directory")->required();
+  app.add_option("--system", o->system, "system prompt");
+  app.add_option("--max-new-tokens", o->max_new_tokens, "longest reply in tokens (default 512)");
+  app.add_option("--max-context", o->max_context,
+                 "longest conversation in tokens (default 4096, at most the model's)");
+  app.add_option("--temperature", o->temperature,
+                 "0 = greedy (default: generation_config.json's when it samples, else 0)");
+  app.add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = off)");
+  app.add_option("--top-p", o->top_p, "nucleus sampling threshold (1 = off)");
+  app.add_option("--seed", o->seed, "sampling seed");
+  app.add_option("--stop", o->stop, "stop string (repeatable); the reply ends before it");
+  app.add_option("--chat-template-kwargs", o->template_kwargs,
+                 "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'");
+  app.add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-sequence tokens");
+  app.add_flag("--cpu", o->cpu, "run on the fp32 CPU oracle even if a GPU is present");
+  app.add_flag("--quiet", o->quiet, "no prompt marker and no summary lines");
+  return [o]() {
+    if (o->max_new_tokens < 1)
+      throw_input_error("--max-new-tokens", "",
+                        "expected >= 1, found " + std::to_string(o->max_new_tokens));
+    nlohmann::ordered_json kwargs = nullptr;
+    if (!o->template_kwargs.empty()) {
+      try {
+        kwargs = nlohmann::ordered_json::parse(o->template_kwargs);
+      } catch (const nlohmann::json::exception&) {
+        kwargs = nullptr;
+      }
+      if (!kwargs.is_object())
+        throw_input_error("--chat-template-kwargs", "",
+                          "expected a JSON object, found '" + o->template_kwargs + "'");
+    }
+    const CheckpointText text = CheckpointText::open(o->model);
+    if (!text.has_chat_template())
+      throw_input_error(o->model + "/tokenizer_config.json", "chat_template",
+                        "missing (chat needs the checkpoint's template; use generate --prompt)");
+    const Checkpoint ckpt = Checkpoint::open(o->model);
+    const int max_context = std::min(o->max_context, ckpt.config().max_position_embeddings);
+    if (max_context < 2)
+      throw_input_error("--max-context", "", "expected >= 2, found " + std::to_string(max_context));
+    const SamplingOptions sampling =
+        resolve_sampling(text.generation(), o->temperature, o->top_k, o->top_p, o->seed);
+    std::unique_ptr<TokenGenerator> gen = make_token_generator(ckpt, o->cpu, sampling, max_context);
+    if (!o->quiet)
+      std::fprintf(stderr, "chat: %s on the %s; /reset starts over, /exit or end of input ends\n",
+                   o->model.c_str(), gen->backend());
+    StreamLimits limits;
+    limits.stop = o->stop;
+    if (!o->ignore_eos) limits.eos_ids = text.eos_token_ids();
+
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    const auto reset = [&] {
+      messages = nlohmann::ordered_json::array();
+      if (!o->system.empty()) messages.push_back({{"role", "system"}, {"content", o->system}});
+    };
+    reset();
+    const bool tty = isatty(fileno(stdin));
+    std::string line;
+    while (!g_interrupted) {
+      if (tty && !o->quiet) std::fprintf(stderr, "> ");
+      if (!std::getline(std::cin, line)) break;
+      if (line == "/exit") break;
+      if (line == "/reset") {
+        reset();
+        continue;
+      }
+      if (line.empty()) continue;
+      messages.push_back({{"role", "user"}, {"content", line}});
+      const std::string prompt_text = text.render_chat(messages, true, kwargs);
+      const std::vector<int> prompt = text.tokenizer().encode(prompt_text, false);
+      limits.max_new_tokens =
+          std::min(o->max_new_tokens, max_context - static_cast<int>(prompt.size()));
+      if (limits.max_new_tokens < 1)
+        throw_input_error("--max-context", "",
+                          "the conversation (" + std::to_string(prompt.size()) +
+                              " tokens) fills the context of " + std::to_string(max_context) +
+                              "; /reset or raise --max-context");
+      const StreamResult r = stream_text(*gen, text, prompt, limits, [](const std::string& s) {
+        std::fwrite(s.data(), 1, s.size(), stdout);
+        std::fflush(stdout);
+      });
+      std::printf("\n");
+      std::fflush(stdout);
+      messages.push_back({{"role", "assistant"}, {"content", r.text}});
+      if (!o->quiet) std::fprintf(stderr, "chat: %s\n", stream_summary(r).c_str());
+    }
+    return g_interrupted ? 130 : 0;
+  };
+}
+
+}  // namespace megaops::cli
