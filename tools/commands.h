@@ -38,8 +38,16 @@ Runner add_chat(CLI::App& app);
 // that times the model (tools/cmd_hbm_ceiling.cpp says why). Throws DeviceError when it fails.
 double measure_hbm_ceiling_isolated(int64_t mb, int iterations, int device);
 
-// Set by SIGINT; long loops check it and stop cleanly.
+// Set by SIGINT or SIGTERM; long loops check it and stop cleanly.
 extern std::atomic<bool> g_interrupted;
+// The exit status of a run stopped by that signal: 128 + its number (130 for SIGINT).
+int interrupt_status();
+// Thrown by work that stops because of g_interrupted once it has cleaned up after itself; main()
+// prints its one line and exits with interrupt_status().
+class Interrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // "a,b,,c" -> {"a", "b", "", "c"}; "" -> {""} (callers reject empty items themselves).
 std::vector<std::string> split_list(const std::string& text);
