@@ -79,7 +79,7 @@ unpack_builds() {
 gpu_tests() {
   local name=$1 bin=$2 limit=$3 filter=$4
   log "GPU tests $name: $filter"
-  MEGAOPS_WATCHDOG_MS=2000 timeout -k 5 "$limit" "$bin/megaops_gpu_tests" --gtest_filter="$filter" \
+  timeout -k 5 "$limit" "$bin/megaops_gpu_tests" --gtest_filter="$filter" \
     --gtest_output=json:"$O/$name.json" >"$O/$name.log" 2>&1
   echo "$name rc=$?" | tee -a "$O/run.log"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran" "$O/$name.log" | tail -8 | tee -a "$O/run.log"

@@ -7,11 +7,11 @@
 #   (default: tests overlap hf bench)
 # Knobs (environment): BIN, OUT, TEST_FILTER, OVERLAP_TEST_FILTER, OVERLAP_PRESETS,
 # OVERLAP_BATCHES, OVERLAP_STREAMS, OVERLAP_ENVS, OVERLAP_FLAGS, TP_PRESETS, TP_SIZES, TP_BATCHES,
-# TP_REDUCES, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, PROFILE_BATCHES, AB_BINS, AB_ENVS,
+# TP_REDUCES, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, PROFILE_BATCHES, AB_BINS, AB_ENVS, AB_FLAGS,
 # AB_PRESETS, AB_BATCHES, AB_BACKEND, SOAK_*, SANITIZE_TOOLS, SANITIZE_FILTER, SANITIZE_LIMIT,
 # TRACE_PRESETS, MATMUL_PRESETS, MATMUL_BATCHES, MATMUL_STAGES, HF_PRESETS, HF_ARCHS (hf_write_checkpoint.py),
 # HF_CHECK_FLAGS (check-logits).
-# `ab` benchmarks other builds (AB_BINS) or settings (AB_ENVS) beside this one. `tests` runs every
+# `ab` benchmarks other builds (AB_BINS) or settings (AB_FLAGS, AB_ENVS) beside this one. `tests` runs every
 # GPU test except the overlap executor's, which `overlap` runs under a time limit (a hang there
 # must not eat the device call) together with the overlap benchmark.
 set -uo pipefail
@@ -52,7 +52,7 @@ fi
 
 if want overlap; then
   log "overlap executor tests"
-  MEGAOPS_WATCHDOG_MS=2000 timeout -k 5 ${OVERLAP_TEST_LIMIT:-300} "$BIN/megaops_gpu_tests" \
+  timeout -k 5 ${OVERLAP_TEST_LIMIT:-300} "$BIN/megaops_gpu_tests" \
     --gtest_filter="${OVERLAP_TEST_FILTER:-Overlap.*:OverlapDeathTest.*:Presets/Overlap*:FullSize/Overlap*:Chain/Overlap*}" \
     --gtest_output=json:"$OUT/overlap_tests.json" >"$OUT/overlap_tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran|Watchdog|watchdog" "$OUT/overlap_tests.log" | tail -40
@@ -79,11 +79,12 @@ if want overlap; then
   # OVERLAP_STREAMS="1 2 4": other stream counts W (the CTA budget of each kernel is about 1/W of
   # the GPU), for the budget question.
   for w in ${OVERLAP_STREAMS:-}; do overlap_variant "w$w" -- --overlap-streams "$w"; done
-  # OVERLAP_ENVS="name:VAR=value ...": another setting (e.g. wd0:MEGAOPS_WATCHDOG_MS=0, the
-  # watchdog's fast-path cost).
+  # OVERLAP_ENVS="name:VAR=value ...": another environment (megaops' own settings are flags:
+  # OVERLAP_FLAGS).
   for entry in ${OVERLAP_ENVS:-}; do overlap_variant "${entry%%:*}" "${entry#*:}"; done
   # OVERLAP_FLAGS="name:--flag ...": the overlap step with another bench flag (e.g.
-  # v0:--overlap-v0); commas in the flag become spaces ("c3:--overlap-vendor-chunks,3").
+  # v0:--overlap-v0, or wd0:--watchdog-ms,0 for the watchdog's fast-path cost); commas in the flag
+  # become spaces ("c3:--overlap-vendor-chunks,3").
   for entry in ${OVERLAP_FLAGS:-}; do
     flags=${entry#*:}
     overlap_variant "${entry%%:*}" -- ${flags//,/ }
@@ -210,6 +211,17 @@ if want ab; then
           --repeats 3 --pdl off --backend "$AB_BACKEND" \
           --json "$OUT/ab_${name}_${AB_BACKEND}_$preset.json" || status=1
       fi
+    done
+  done
+  # AB_FLAGS="name:--flag,value ...": this build with another bench flag (megaops' settings, e.g.
+  # g0:--greedy-in-lm-head,0 or tune:--matmul-tune,1); commas become spaces.
+  for entry in ${AB_FLAGS:-}; do
+    name=${entry%%:*}
+    flags=${entry#*:}
+    for preset in ${AB_PRESETS:-llama3.2-1b llama3.1-8b}; do
+      log "A/B bench $name (${flags//,/ }): $preset"
+      "$BIN/megaops" bench --preset "$preset" --batch ${AB_BATCHES:-1} --prompt 32 --gen 128 \
+        --repeats 3 --pdl both ${flags//,/ } --json "$OUT/ab_${name}_$preset.json" || status=1
     done
   done
   # AB_ENVS="name:VAR=value ...": this build under another environment setting.

@@ -18,6 +18,7 @@
 #include "core/run_options.h"
 #include "io/text_file.h"
 #include "models/checkpoint.h"
+#include "runtime_flags.h"
 #include "tp_launch.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
@@ -34,7 +35,8 @@ namespace megaops::cli {
 namespace {
 
 struct BenchOpts {
-  TpOptions tp;  // --tp and the options of joining a tensor-parallel job
+  TpOptions tp;          // --tp and the options of joining a tensor-parallel job
+  RuntimeFlags runtime;  // --matmul-path, --watchdog-ms, ... (runtime_flags.h)
   std::string model, preset, batches, pdl = "both", backend = "conventional", json_out, git_sha;
   std::string prefill = "layers";
   std::string decode_loop = "stream";  // --decode-loop
@@ -104,6 +106,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
   const double ceiling_gbps = measure_hbm_ceiling_isolated(4096, 20, device);
 
   ExecutorOptions eo;
+  apply_runtime_flags(o.runtime, eo);
   set_tp_options(eo, o.tp, comm.get());
 
   eo.max_batch = max_batch;
@@ -427,6 +430,7 @@ Runner add_bench(CLI::App& app) {
                  "plans (one model and batch) run one after another on one executor, and --json "
                  "names a folder that gets one file per plan, named like the plan's file");
   add_tp_options(app, o->tp);
+  add_runtime_flags(app, o->runtime);
   return [o]() -> int {
     for (const std::string& p : o->plans) apply_plan(*o, p);
     if (o->batches.empty()) o->batches = "1";

@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "models/checkpoint.h"
 #include "reference/ops.h"
+#include "runtime_flags.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include "planner/planner.h"
@@ -30,6 +31,7 @@ struct Opts {
   std::string model, expected, json_out, prefill = "layers";
   double tol = 2e-2, bf16_factor = 1.25;
   bool pdl = false;
+  RuntimeFlags runtime;
 };
 
 }  // namespace
@@ -115,6 +117,7 @@ int run_check(const Opts& o, PrefillPath prefill_path) {
   const Reference ref = read_reference(o.expected, vocab);
   const size_t steps = ref.tokens.size();
   ExecutorOptions eo;
+  apply_runtime_flags(o.runtime, eo);
   eo.max_batch = 1;
   eo.max_seq =
       context_length(o.expected + ": prompt_ids/tokens",
@@ -218,6 +221,7 @@ Runner add_check_logits(CLI::App& app) {
   app.add_flag("--pdl", o->pdl, "use PDL launches");
   app.add_option("--prefill", o->prefill,
                  "layers (default) or graph: the prompt as rows of the captured decode step");
+  add_runtime_flags(app, o->runtime);
   return [o]() -> int {
     if (!(o->tol > 0) || !std::isfinite(o->tol))
       throw_input_error("--tolerance", "",

@@ -12,6 +12,7 @@
 #include "models/tensor_parallel.h"
 #include "reference/model.h"
 #include "reference/ops.h"
+#include "runtime_flags.h"
 #include "tp_launch.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
@@ -31,6 +32,7 @@ struct GenerateOpts {
   uint64_t seed = 0;
   bool cpu = false, pdl = false, stop_at_eos = true;
   TpOptions tp;
+  RuntimeFlags runtime;
 };
 
 bool is_eos(const ModelConfig& cfg, int tok) {
@@ -73,6 +75,7 @@ int run_cpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
 int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int>& prompt,
             int max_seq, DecodeBackend backend, PrefillPath prefill_path) {
   ExecutorOptions eo;
+  apply_runtime_flags(o.runtime, eo);
   eo.max_batch = 1;
   eo.max_seq = max_seq;
   eo.pdl = o.pdl;
@@ -114,6 +117,7 @@ Runner add_generate(CLI::App& app) {
                  "layers (default) or graph: the prompt as rows of the captured decode step");
   app.add_flag("!--ignore-eos", o->stop_at_eos, "keep generating past end-of-sequence tokens");
   add_tp_options(app, o->tp);
+  add_runtime_flags(app, o->runtime);
   return [o]() {
     if (o->max_new_tokens < 1)
       throw_input_error("--max-new-tokens", "",

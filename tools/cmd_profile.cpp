@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "runtime_flags.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -31,6 +32,7 @@ Runner add_profile(CLI::App& app) {
     std::string json_out;
     int steps = 32;
     int gen = 128;
+    RuntimeFlags runtime;
   };
   auto o = std::make_shared<Opts>();
   add_model_run_options(app, *o);
@@ -39,6 +41,7 @@ Runner add_profile(CLI::App& app) {
                  "decode steps of the whole-step figures, as bench's --gen (the context they "
                  "span is the one the planner predicts for)");
   app.add_option("--json", o->json_out, "write per-op times here");
+  add_runtime_flags(app, o->runtime);
   return [o]() -> int {
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("profile: no CUDA device; profile needs a GPU");
@@ -49,6 +52,7 @@ Runner add_profile(CLI::App& app) {
       throw_input_error("--gen", "", "expected >= 2, found " + std::to_string(o->gen));
     const ModelSource src = open_model_source(o->model, o->preset, o->seed);
     ExecutorOptions eo;
+    apply_runtime_flags(o->runtime, eo);
     eo.max_batch = o->batch;
     // The per-op profile's two rounds; the whole-step figures start from a new prefill each.
     eo.max_seq = context_length("--prompt/--steps/--gen",

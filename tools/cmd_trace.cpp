@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "io/chrome_trace.h"
+#include "runtime_flags.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -26,6 +27,7 @@ Runner add_trace(CLI::App& app) {
     int warmup = 8, streams = 3;
     bool pdl_chain = false;
     ChainOptions chain;  // --chain-waits, --fold-norms, --fold-silu, --fold-rope
+    RuntimeFlags runtime;
   };
   auto o = std::make_shared<Opts>();
   add_model_run_options(app, *o);
@@ -34,6 +36,7 @@ Runner add_trace(CLI::App& app) {
   app.add_flag("--pdl-chain", o->pdl_chain, "the overlap step as a PDL chain (needs --streams 1)");
   add_chain_options(app, o->chain, "--");
   app.add_option("--out", o->out, "Chrome-trace JSON to write (default trace.json)");
+  add_runtime_flags(app, o->runtime);
   return [o]() -> int {
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("trace: no CUDA device; trace needs a GPU");
@@ -49,6 +52,7 @@ Runner add_trace(CLI::App& app) {
           "needs --streams 1 (one stream carries the chain), found " + std::to_string(o->streams));
     const ModelSource src = open_model_source(o->model, o->preset, o->seed);
     ExecutorOptions eo;
+    apply_runtime_flags(o->runtime, eo);
     eo.max_batch = o->batch;
     eo.max_seq = context_length("--prompt/--warmup", {o->prompt, o->warmup, 2},
                                 src.cfg.max_position_embeddings, src.name);

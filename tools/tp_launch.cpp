@@ -40,6 +40,8 @@ void add_tp_options(CLI::App& app, TpOptions& o) {
   app.add_option("--tp-reduce", o.reduce,
                  "how decode steps add the ranks' partial sums: nccl (all-reduce) or peer (one "
                  "kernel reading the other GPUs' memory; ranks of one host)");
+  app.add_option("--nccl-lib", o.nccl_lib,
+                 "the NCCL library to load for tensor parallelism (default libnccl.so.2)");
 }
 
 void validate_tp_options(const TpOptions& o) {
@@ -124,7 +126,7 @@ std::unique_ptr<TpComm> open_tp_comm(const TpOptions& o) {
     throw_input_error(
         "--tp-device", "",
         "expected 0.." + std::to_string(devices - 1) + ", found " + std::to_string(device));
-  return std::make_unique<TpComm>(o.tp, o.rank, device, o.rendezvous, o.job);
+  return std::make_unique<TpComm>(o.tp, o.rank, device, o.rendezvous, o.job, 120, o.nccl_lib);
 }
 
 void set_tp_options(ExecutorOptions& eo, const TpOptions& o, const TpComm* comm) {

@@ -25,6 +25,7 @@ struct TpOptions {
   std::string job, rendezvous;
   int device = -1;
   std::string reduce = "nccl";  // --tp-reduce: nccl | peer (ExecutorOptions::tp_reduce)
+  std::string nccl_lib;         // --nccl-lib (empty: libnccl.so.2)
 };
 
 void add_tp_options(CLI::App& app, TpOptions& o);

@@ -20,7 +20,6 @@
 
 #include "core/cuda_check.h"
 #include "core/cuda_owners.h"
-#include "core/env.h"
 #include "kernels/hbm_read.cuh"
 #include "kernels/matmul.cuh"
 #include "kernels/matmul_stream.cuh"
@@ -447,67 +446,67 @@ void MatmulContext::set_stream_bulk(bool bulk) {
   stream_bulk_ = bulk;
 }
 
+void parse_matmul_path(const std::string& v, MatmulSettings* s, const std::string& what) {
+  s->forced_path.reset();
+  s->stream_for_small = false;
+  if (v == "small")
+    s->forced_path = MatmulPath::SmallM;
+  else if (v == "stream")
+    s->forced_path = MatmulPath::Stream;
+  else if (v == "cublaslt")
+    s->forced_path = MatmulPath::CublasLt;
+  else if (v == "stream-for-small")
+    s->stream_for_small = true;
+  else if (!v.empty() && v != "auto")
+    throw InputError(
+        what + ": expected small, stream, cublaslt, stream-for-small or auto, found '" + v + "'");
+}
+
+std::vector<std::pair<int, int>> parse_matmul_stream_shapes(const std::string& v,
+                                                            const std::string& what) {
+  std::vector<std::pair<int, int>> shapes;
+  for (size_t i = 0; i < v.size();) {
+    const size_t j = std::min(v.find(',', i), v.size());
+    const std::string item = v.substr(i, j - i);
+    int n = 0, k = 0;
+    char x = 0;
+    char tail = 0;
+    if (std::sscanf(item.c_str(), "%d%c%d%c", &n, &x, &k, &tail) != 3 || x != 'x' || n < 1 || k < 1)
+      throw InputError(what + ": expected a comma-separated list of NxK (e.g. 4096x4096), found '" +
+                       item + "' in '" + v + "'");
+    shapes.push_back({n, k});
+    i = j + 1;
+  }
+  return shapes;
+}
+
+int parse_stream_stages(const std::string& v, const std::string& what) {
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < MATMUL_STREAM_STAGES_MIN || n > MATMUL_STREAM_STAGES_MAX)
+    throw InputError(what + ": " + stream_stages_range() + ", found '" + v + "'");
+  return static_cast<int>(n);
+}
+
+bool parse_stream_kernel(const std::string& v, const std::string& what) {
+  if (v != "ring" && v != "bulk")
+    throw InputError(what + ": expected ring or bulk, found '" + v + "'");
+  if (v == "bulk") require_stream_bulk(what.c_str());
+  return v == "bulk";
+}
+
 // MEGAOPS_CUBLAS_CHECK would name cublasGetStatusString, which lives in libcublas; megaops links
 // only libcublasLt, so the constructor reports through cublasLtGetStatusString instead.
-MatmulContext::MatmulContext() {
-  // The environment and the streaming kernel's attributes first: nothing to release on an error.
-  if (const char* path = std::getenv("MEGAOPS_MATMUL_PATH")) {
-    const std::string v = path;
-    if (v == "small")
-      forced_path_ = MatmulPath::SmallM;
-    else if (v == "stream")
-      forced_path_ = MatmulPath::Stream;
-    else if (v == "cublaslt")
-      forced_path_ = MatmulPath::CublasLt;
-    else if (v == "stream-for-small")
-      stream_for_small_ = true;
-    else if (!v.empty() && v != "auto")
-      throw InputError(
-          "MEGAOPS_MATMUL_PATH: expected small, stream, cublaslt, stream-for-small or auto, "
-          "found '" +
-          v + "'");
-  }
-  if (const char* env = std::getenv("MEGAOPS_STREAM_STAGES"); env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (*end != '\0' || v < MATMUL_STREAM_STAGES_MIN || v > MATMUL_STREAM_STAGES_MAX)
-      throw InputError("MEGAOPS_STREAM_STAGES: " + stream_stages_range() + ", found '" + env + "'");
-    stream_stages_ = static_cast<int>(v);
-  }
-  // MEGAOPS_STREAM_L2_EVICT_FIRST=0|1: the bulk kernel's weight copies with an L2 evict_first
-  // policy (StreamMatmulArgs::l2_evict_first).
-  stream_l2_evict_first_ = env_flag("MEGAOPS_STREAM_L2_EVICT_FIRST", stream_l2_evict_first_);
+MatmulContext::MatmulContext(const MatmulSettings& settings)
+    : forced_path_(settings.forced_path),
+      stream_for_small_(settings.stream_for_small),
+      stream_shapes_(settings.stream_shapes),
+      stream_l2_evict_first_(settings.stream_l2_evict_first),
+      tune_(settings.tune) {
+  // The settings and the streaming kernel's attributes first: nothing to release on an error.
+  set_stream_stages(settings.stream_stages);
   stream_bulk_ = matmul_stream_bulk_supported();
-  if (const char* env = std::getenv("MEGAOPS_STREAM_KERNEL"); env != nullptr && *env != '\0') {
-    const std::string v = env;
-    if (v != "ring" && v != "bulk")
-      throw InputError("MEGAOPS_STREAM_KERNEL: expected ring or bulk, found '" + v + "'");
-    if (v == "bulk") require_stream_bulk("MEGAOPS_STREAM_KERNEL");
-    stream_bulk_ = v == "bulk";
-  }
-  // MEGAOPS_MATMUL_TUNE=1: decode-sized cuBLASLt problems get a timed algorithm (tune_pending);
-  // 0 (the default): the heuristic's first answer for every problem.
-  tune_ = env_flag("MEGAOPS_MATMUL_TUNE", tune_);
-  // MEGAOPS_MATMUL_STREAM_SHAPES="NxK,NxK": these weight shapes on the streaming kernel (where it
-  // fits), the rest by the rule; for measuring one op's kernel in the step.
-  if (const char* env = std::getenv("MEGAOPS_MATMUL_STREAM_SHAPES"); env != nullptr) {
-    const std::string v = env;
-    for (size_t i = 0; i < v.size();) {
-      const size_t j = std::min(v.find(',', i), v.size());
-      const std::string item = v.substr(i, j - i);
-      int n = 0, k = 0;
-      char x = 0;
-      char tail = 0;
-      if (std::sscanf(item.c_str(), "%d%c%d%c", &n, &x, &k, &tail) != 3 || x != 'x' || n < 1 ||
-          k < 1)
-        throw InputError(
-            "MEGAOPS_MATMUL_STREAM_SHAPES: expected a comma-separated list of NxK (e.g. "
-            "4096x4096), found '" +
-            item + "' in '" + v + "'");
-      stream_shapes_.push_back({n, k});
-      i = j + 1;
-    }
-  }
+  if (settings.stream_bulk) set_stream_bulk(*settings.stream_bulk);
   // Only the streaming kernel's attributes (its shared memory): the small-m kernels keep the
   // driver's L1 / shared split in the conventional step (their x reads go through L1); the
   // overlap executor asks for the shared-memory carveout of every kernel itself (preload_kernels).

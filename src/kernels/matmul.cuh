@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "kernels/act_fold.cuh"
 #include "kernels/common.cuh"
 #include "kernels/matmul_dispatch.h"
+#include "kernels/matmul_settings.h"
 #include "kernels/norm_fold.cuh"
 #include "kernels/tile_sync.cuh"
 
@@ -108,7 +110,8 @@ struct CublasLtKey {
 // stream capture (the workspace is fixed at construction).
 class MatmulContext {
  public:
-  MatmulContext();
+  // InputError on settings out of range (stages, a bulk kernel this GPU lacks).
+  explicit MatmulContext(const MatmulSettings& settings = MatmulSettings{});
   ~MatmulContext();
   MatmulContext(const MatmulContext&) = delete;
   MatmulContext& operator=(const MatmulContext&) = delete;
@@ -131,13 +134,14 @@ class MatmulContext {
   static cudaError_t small_m_footprint(const MatmulParams& p, KernelFootprint* out);
   cudaError_t stream_footprint(const MatmulParams& p, KernelFootprint* out) const;
   // Ring slots of the streaming kernel for later launches: 0 (its default) or
-  // MATMUL_STREAM_STAGES_MIN..MAX, else InputError. MEGAOPS_STREAM_STAGES sets it at construction.
+  // MATMUL_STREAM_STAGES_MIN..MAX, else InputError. MatmulSettings::stream_stages sets it at
+  // construction.
   void set_stream_stages(int stages);
   int stream_stages() const { return stream_stages_; }
   // Which version of the streaming kernel later launches take, and which rule path() follows
   // (matmul_dispatch_path's `bulk`): the bulk copies from a producer warp (true; the default on
   // sm_90, elsewhere InputError) or the cp.async ring (false; the default elsewhere).
-  // MEGAOPS_STREAM_KERNEL=ring|bulk sets it at construction.
+  // MatmulSettings::stream_bulk sets it at construction.
   void set_stream_bulk(bool bulk);
   bool stream_bulk() const { return stream_bulk_; }
 
@@ -147,7 +151,7 @@ class MatmulContext {
   // GPU (outside capture) and keeps the fastest, process-wide, for later captures. The executor
   // captures a step, tunes what is pending, and captures it again. The first tuning allocates a
   // 128 MB scratch buffer (output and L2 flush) that the context keeps. Throws DeviceError on a
-  // CUDA failure. Off by default: MEGAOPS_MATMUL_TUNE=1 or set_tuning(true) turns it on. Measured
+  // CUDA failure. Off by default: MatmulSettings::tune or set_tuning(true) turns it on. Measured
   // on an H200: standalone the tuned algorithms are as fast or faster (8B QKV 16.5 -> 15.6 us,
   // qwen3-0.6b O 12.4 -> 5.3), yet the llama3.1-8b step ran slower with them (4.72 / 4.66 -> 4.99
   // / 4.84 ms, PDL off / on) when a memset emptied L2 between timed launches; with the read that
@@ -165,19 +169,19 @@ class MatmulContext {
   static cudaError_t preload_kernels();
 
  private:
-  // Path forced by MEGAOPS_MATMUL_PATH=small|stream|cublaslt (a developer knob for measuring the
-  // paths in situ; `stream` falls back to the shape rule where the streaming kernel cannot run);
+  // Path forced by MatmulSettings::forced_path (a developer knob for measuring the paths in situ;
+  // `stream` falls back to the shape rule where the streaming kernel cannot run);
   // `stream-for-small`: the streaming kernel where the rule picks the small-m kernel.
   std::optional<MatmulPath> forced_path_;
   bool stream_for_small_ = false;
-  // MEGAOPS_MATMUL_STREAM_SHAPES: (n, k) of the weights put on the streaming kernel.
+  // MatmulSettings::stream_shapes: (n, k) of the weights put on the streaming kernel.
   std::vector<std::pair<int, int>> stream_shapes_;
-  // Ring slots of the streaming kernel (MEGAOPS_STREAM_STAGES; 0 = its default).
+  // Ring slots of the streaming kernel (MatmulSettings::stream_stages; 0 = its default).
   int stream_stages_ = 0;
-  bool stream_bulk_ = false;  // sm_90 unless MEGAOPS_STREAM_KERNEL says otherwise
+  bool stream_bulk_ = false;  // sm_90 unless MatmulSettings::stream_bulk says otherwise
   // Whether the bulk streaming kernel's weight copies carry an L2 evict_first policy (on by
-  // default; StreamMatmulArgs::l2_evict_first) or an evict_normal one; the environment's
-  // MEGAOPS_STREAM_L2_EVICT_FIRST=0|1 sets it at construction. Off is a diagnostic, not the old
+  // default; StreamMatmulArgs::l2_evict_first) or an evict_normal one;
+  // MatmulSettings::stream_l2_evict_first sets it at construction. Off is a diagnostic, not the old
   // behaviour: the copies still carry a policy, and evict_normal measured far slower than no hint
   // at all (llama3.1-8b chain 3.854 -> 4.148 ms a token with it and the executor's two knobs of
   // the same run off; docs/perf-notes.md, "Greedy sampling in the LM head's epilogue, the

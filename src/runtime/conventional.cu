@@ -13,7 +13,6 @@
 
 #include "core/cuda_check.h"
 #include "core/cuda_owners.h"
-#include "core/env.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/tokens.h"
@@ -715,8 +714,9 @@ void ConventionalExecutor::Impl::setup_overlap() {
   MEGAOPS_CUDA_CHECK(cudaMemcpy(st->step, &one, sizeof(one), cudaMemcpyHostToDevice));
   MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());
   st->watchdog = std::make_unique<WatchdogRecord>(
-      opt.overlap_watchdog_ms < 0 ? watchdog_timeout_ms_from_env()
-                                  : static_cast<uint64_t>(opt.overlap_watchdog_ms));
+      opt.overlap_watchdog_ms < 0 ? DEFAULT_WATCHDOG_MS
+                                  : static_cast<uint64_t>(opt.overlap_watchdog_ms),
+      opt.wait_sleep_max_ns);
 
   const size_t B = static_cast<size_t>(opt.max_batch);
   const size_t h = cfg.hidden_size, qd = cfg.q_dim(), kvd = cfg.kv_dim(),
@@ -1300,9 +1300,6 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   s.full_cfg = cfg;
   s.cfg = cfg;
   s.opt = opt;
-  s.opt.greedy_in_lm_head = env_flag("MEGAOPS_GREEDY_IN_LM_HEAD", opt.greedy_in_lm_head);
-  s.opt.overlap_early_trigger_o_proj =
-      env_flag("MEGAOPS_CHAIN_O_EARLY_TRIGGER", opt.overlap_early_trigger_o_proj);
   // Tensor parallelism: validate, then compute with this rank's configuration.
   if (opt.tp > 1 && opt.tp_comm == nullptr)
     throw_input_error(
@@ -1346,9 +1343,16 @@ ConventionalExecutor::ConventionalExecutor(const ModelConfig& cfg, const WeightF
   if (opt.overlap_vendor_chunks < 1 || opt.overlap_vendor_chunks > 64)
     throw_input_error("executor", "overlap_vendor_chunks",
                       "expected 1..64, found " + std::to_string(opt.overlap_vendor_chunks));
+  if (opt.tp_peer_watchdog_ms < 0)
+    throw_input_error("executor", "tp_peer_watchdog_ms",
+                      "expected >= 0, found " + std::to_string(opt.tp_peer_watchdog_ms));
+  if (opt.wait_sleep_max_ns > MAX_WAIT_SLEEP_MAX_NS)
+    throw_input_error("executor", "wait_sleep_max_ns",
+                      "expected 0.." + std::to_string(MAX_WAIT_SLEEP_MAX_NS) + ", found " +
+                          std::to_string(opt.wait_sleep_max_ns));
 
   MEGAOPS_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-  s.mm = std::make_unique<MatmulContext>();
+  s.mm = std::make_unique<MatmulContext>(opt.matmul);
 
   const ModelConfig& rc = s.cfg;  // this rank's shapes (the model's without tensor parallelism)
   const int h = rc.hidden_size, qd = rc.q_dim(), kvd = rc.kv_dim(), inter = rc.intermediate_size;
@@ -1544,9 +1548,10 @@ void ConventionalExecutor::Impl::setup_peer_reduce() {
   MEGAOPS_CUDA_CHECK(cudaMemset(peer->base, 0, bytes));
   peer->step = mem.alloc_array<uint32_t>("tp decode step", 1);
   MEGAOPS_CUDA_CHECK(cudaMemset(peer->step, 0, sizeof(uint32_t)));
-  // Ranks reach a step at host-dependent times (graph capture, printing), so the waits get 30 s
-  // unless MEGAOPS_WATCHDOG_MS says otherwise: a lost signal is still an error, not a hang.
-  peer->watchdog = std::make_unique<WatchdogRecord>(watchdog_timeout_ms_from_env(30000));
+  // ExecutorOptions::tp_peer_watchdog_ms: 30 s by default, since ranks reach a step at
+  // host-dependent times (graph capture, printing); a lost signal is still an error, not a hang.
+  peer->watchdog = std::make_unique<WatchdogRecord>(static_cast<uint64_t>(opt.tp_peer_watchdog_ms),
+                                                    opt.wait_sleep_max_ns);
   for (int l = 0; l < cfg.num_layers; ++l)
     for (const char* op : {"o_proj", "down_proj"})
       peer->site_names.push_back("layer " + std::to_string(l) + " " + op + " peer reduce");

@@ -18,8 +18,10 @@
 
 #include "core/run_options.h"
 #include "io/chrome_trace.h"
+#include "kernels/matmul_settings.h"
 #include "models/model_config.h"
 #include "reference/ops.h"
+#include "sync/error_record.h"
 
 namespace megaops {
 
@@ -42,9 +44,12 @@ struct ExecutorOptions {
   // (which are still written). The same tokens. The sampler's op goes from 10.7 us (one CTA
   // reading 513 KB of logits from L2 in eight dependent rounds) to 0.4 us in the 1B chain's trace;
   // rows (bench/results/2026-12-01-s24-call2, one binary, ms/token at batch 1, chain): llama3.2-1b
-  // 0.771-0.773 -> 0.763, qwen3-0.6b 0.723-0.724 -> 0.712-0.714. MEGAOPS_GREEDY_IN_LM_HEAD=0|1
-  // overrides it.
+  // 0.771-0.773 -> 0.763, qwen3-0.6b 0.723-0.724 -> 0.712-0.714. The CLI's
+  // --greedy-in-lm-head 0|1 sets it.
   bool greedy_in_lm_head = true;
+  // How the matmuls dispatch (kernels/matmul_settings.h; the CLI's matmul flags): the defaults are
+  // the production rule, the rest developer knobs for measuring the paths in situ.
+  MatmulSettings matmul;
 
   // Tensor parallelism (issue 6, models/tensor_parallel.h): this executor is rank tp_rank of tp
   // and computes with its shard of the weights (heads, kv heads, intermediate features, LM head
@@ -63,8 +68,15 @@ struct ExecutorOptions {
 
   DecodeBackend backend = DecodeBackend::Conventional;
   int overlap_streams = 3;  // W: live kernels at most (1..8)
-  // Watchdog bound of every overlap wait in ms; -1 = MEGAOPS_WATCHDOG_MS or 2000, 0 = none.
+  // Watchdog bound of every overlap wait in ms; -1 = DEFAULT_WATCHDOG_MS (2000), 0 = none.
   int64_t overlap_watchdog_ms = -1;
+  // Watchdog bound of the TpReduce::Peer waits in ms (0 = none): ranks reach a step at
+  // host-dependent times (graph capture, printing), so they get 30 s; a lost signal is still an
+  // error, not a hang. The CLI's --watchdog-ms sets both bounds.
+  int64_t tp_peer_watchdog_ms = 30000;
+  // Back-off cap of a waiting thread's sleep in ns (0 = spin; at most MAX_WAIT_SLEEP_MAX_NS), for
+  // every watchdog-bounded wait (sync/error_record.h, DEFAULT_WAIT_SLEEP_MAX_NS).
+  uint32_t wait_sleep_max_ns = DEFAULT_WAIT_SLEEP_MAX_NS;
   // The overlap step computes exactly what the conventional step computes (PDL off): every matmul
   // takes the conventional step's path (cuBLASLt ones run unmodified behind a gate kernel and
   // before a signal kernel, kernels/tile_gate.cuh) and attention keeps its default split count and
@@ -133,8 +145,8 @@ struct ExecutorOptions {
   // 0.6625-0.663 with the weights' L2 evict_first policy; llama3.2-1b (O 8 MB in 16 MB) level
   // alone, 0.759-0.760 -> 0.752-0.757 with it (attention's cached keys then stay in L2, so
   // gate_up's stream no longer delays them); llama3.1-8b (O 33.5 MB, twice its rings) slower
-  // (3.827-3.837 -> 3.868-3.878), where the rule does not take it. MEGAOPS_CHAIN_O_EARLY_TRIGGER=
-  // 0|1 overrides it.
+  // (3.827-3.837 -> 3.868-3.878), where the rule does not take it. The CLI's
+  // --chain-o-early-trigger 0|1 sets it.
   bool overlap_early_trigger_o_proj = true;
   // Test knobs (defaults off). Reverse: issue the streams' ops last stream first (consumers before
   // their producers; each stream's own order is kept, which stream semantics require). Delay: a

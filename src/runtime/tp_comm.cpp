@@ -14,13 +14,12 @@ namespace megaops {
 
 namespace {
 
-NcclApi load_nccl() {
-  const char* env = std::getenv("MEGAOPS_NCCL_LIB");
-  const std::string lib = env != nullptr && *env != '\0' ? env : "libnccl.so.2";
+NcclApi load_nccl(const std::string& name) {
+  const std::string lib = name.empty() ? DEFAULT_NCCL_LIB : name;
   void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr)
     throw DeviceError("NCCL: cannot load " + lib + " (" + dlerror() +
-                      "); tensor parallelism needs it (MEGAOPS_NCCL_LIB names another copy)");
+                      "); tensor parallelism needs it (--nccl-lib names another copy)");
   auto sym = [&](auto& fn, const char* name) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
     if (fn == nullptr) throw DeviceError("NCCL: " + lib + " has no " + name);
@@ -37,8 +36,8 @@ NcclApi load_nccl() {
 
 }  // namespace
 
-const NcclApi& nccl_api() {
-  static const NcclApi api = load_nccl();
+const NcclApi& nccl_api(const std::string& lib) {
+  static const NcclApi api = load_nccl(lib);
   return api;
 }
 
@@ -48,7 +47,7 @@ void nccl_check(ncclResult_t r, const char* what) {
 }
 
 TpComm::TpComm(int tp, int rank, int device, const std::string& rendezvous, const std::string& job,
-               double timeout_s)
+               double timeout_s, const std::string& nccl_lib)
     : tp_(tp), rank_(rank) {
   if (tp < 1)
     throw_input_error("tensor parallel", "tp", "expected >= 1, found " + std::to_string(tp));
@@ -59,7 +58,7 @@ TpComm::TpComm(int tp, int rank, int device, const std::string& rendezvous, cons
   // that uses it can take the GPUs out of service. NCCL reads the variable at init; ranks started
   // by tools/tp_launch inherit it.
   setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
-  const NcclApi& nccl = nccl_api();
+  const NcclApi& nccl = nccl_api(nccl_lib);
   MEGAOPS_CUDA_CHECK(cudaSetDevice(device));
   ncclUniqueId id;
   if (tp == 1) {

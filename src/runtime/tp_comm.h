@@ -1,7 +1,7 @@
 // The NCCL communicator of one tensor-parallel rank (issue 6). NCCL is loaded at run time (dlopen
-// of libnccl.so.2, or MEGAOPS_NCCL_LIB), so the megaops binaries start without it wherever no
-// tensor parallelism is asked for. Rank 0 creates NCCL's unique id and publishes it through a
-// rendezvous file (io/rendezvous.h, so one path spans hosts); every rank then joins with
+// of libnccl.so.2, or the library the caller names), so the megaops binaries start without it
+// wherever no tensor parallelism is asked for. Rank 0 creates NCCL's unique id and publishes it
+// through a rendezvous file (io/rendezvous.h, so one path spans hosts); every rank then joins with
 // ncclCommInitRank on device `device`.
 #pragma once
 
@@ -24,8 +24,12 @@ struct NcclApi {
   const char* (*get_error_string)(ncclResult_t) = nullptr;
 };
 
-// Loads NCCL once; throws DeviceError naming the library and the loader's message on failure.
-const NcclApi& nccl_api();
+// The default NCCL library (a name the dynamic loader resolves).
+inline constexpr const char* DEFAULT_NCCL_LIB = "libnccl.so.2";
+
+// Loads NCCL once, from `lib` (empty: DEFAULT_NCCL_LIB) on the first call; later calls return the
+// loaded one. Throws DeviceError naming the library and the loader's message on failure.
+const NcclApi& nccl_api(const std::string& lib = "");
 
 // Throws DeviceError("<what>: <NCCL's message>") unless r is ncclSuccess.
 void nccl_check(ncclResult_t r, const char* what);
@@ -33,9 +37,9 @@ void nccl_check(ncclResult_t r, const char* what);
 class TpComm {
  public:
   // Throws InputError on tp < 1 or rank outside [0, tp); DeviceError on NCCL or rendezvous
-  // failures (naming the path and the job).
+  // failures (naming the path and the job). nccl_lib: the NCCL library to load (nccl_api).
   TpComm(int tp, int rank, int device, const std::string& rendezvous, const std::string& job,
-         double timeout_s = 120);
+         double timeout_s = 120, const std::string& nccl_lib = "");
   ~TpComm();
   TpComm(const TpComm&) = delete;
   TpComm& operator=(const TpComm&) = delete;

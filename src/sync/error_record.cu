@@ -1,5 +1,5 @@
-// Host side of the watchdog (see error_record.h): allocation of the mapped record, the timeout from
-// the environment, and the message that names the op and tile of a hang.
+// Host side of the watchdog (see error_record.h): allocation of the mapped record, the parsers of
+// its settings, and the message that names the op and tile of a hang.
 #include <cuda_runtime.h>
 
 #include <cerrno>
@@ -24,30 +24,28 @@ void release(DeviceErrorRecord* host, uint32_t* claim) {
 
 namespace {
 
-// A non-negative decimal integer from environment variable `name`, at most `max`; `fallback` when
-// unset or empty. `what` says what the number is, for the error line.
-uint64_t env_uint(const char* name, uint64_t fallback, uint64_t max, const char* what) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') return fallback;
+// A non-negative decimal integer, at most `max`. `what` names the option and `unit` says what the
+// number is, for the error line.
+uint64_t parse_uint(const std::string& v, uint64_t max, const std::string& what, const char* unit) {
+  const char* s = v.c_str();
   char* end = nullptr;
   errno = 0;
-  const unsigned long long v = std::strtoull(env, &end, 10);
-  if (errno != 0 || *end != '\0' || *env < '0' || *env > '9' || v > max)
-    throw_input_error("environment", name, std::string("expected ") + what + ", got '" + env + "'");
-  return static_cast<uint64_t>(v);
+  const unsigned long long n = std::strtoull(s, &end, 10);
+  if (v.empty() || errno != 0 || *end != '\0' || *s < '0' || *s > '9' || n > max)
+    throw_input_error("option", what, std::string("expected ") + unit + ", got '" + v + "'");
+  return static_cast<uint64_t>(n);
 }
 
 }  // namespace
 
-uint64_t watchdog_timeout_ms_from_env(uint64_t fallback_ms) {
-  return env_uint("MEGAOPS_WATCHDOG_MS", fallback_ms, UINT64_MAX,
-                  "milliseconds as a non-negative integer (0 = no watchdog)");
+uint64_t parse_watchdog_ms(const std::string& v, const std::string& what) {
+  return parse_uint(v, UINT64_MAX, what,
+                    "milliseconds as a non-negative integer (0 = no watchdog)");
 }
 
-uint32_t wait_sleep_max_ns_from_env(uint32_t fallback_ns) {
-  return static_cast<uint32_t>(env_uint("MEGAOPS_TILE_WAIT_MAX_NS", fallback_ns,
-                                        MAX_WAIT_SLEEP_MAX_NS,
-                                        "nanoseconds, 0..1000000 (0 = spin without sleeping)"));
+uint32_t parse_wait_sleep_max_ns(const std::string& v, const std::string& what) {
+  return static_cast<uint32_t>(parse_uint(v, MAX_WAIT_SLEEP_MAX_NS, what,
+                                          "nanoseconds, 0..1000000 (0 = spin without sleeping)"));
 }
 
 WatchdogRecord::WatchdogRecord(uint64_t timeout_ms, uint32_t sleep_max_ns)

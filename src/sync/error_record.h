@@ -22,9 +22,10 @@ namespace megaops {
 // Value of DeviceErrorRecord::flag once a record is complete ("WDOG").
 constexpr uint32_t WATCHDOG_TRIPPED = 0x57444f47u;
 
-// Default bound on one tile wait; overridden by MEGAOPS_WATCHDOG_MS or an explicit timeout.
+// Default bound on one tile wait; the owner of a WatchdogRecord may pass another.
 constexpr uint64_t DEFAULT_WATCHDOG_MS = 2000;
-// Default cap of a waiting thread's back-off sleep (ns); overridden by MEGAOPS_TILE_WAIT_MAX_NS.
+// Default cap of a waiting thread's back-off sleep (ns); the owner of a WatchdogRecord may pass
+// another.
 // The cap bounds how late a waiter notices a signal (about one sleep; __nanosleep may sleep up to
 // twice the request), the floor of the doubling (TILE_WAIT_SLEEP_MIN_NS) the L2 polling traffic.
 // 64: a doubling of one step from TILE_WAIT_SLEEP_MIN_NS keeps a back-off (DESIGN rule 4) and most
@@ -62,21 +63,20 @@ struct WatchdogParams {
   uint32_t sleep_max_ns = DEFAULT_WAIT_SLEEP_MAX_NS;
 };
 
-// Reads MEGAOPS_WATCHDOG_MS (milliseconds, 0 = no watchdog); returns `fallback_ms` when unset.
-// Throws InputError when set to something other than a non-negative integer.
-uint64_t watchdog_timeout_ms_from_env(uint64_t fallback_ms = DEFAULT_WATCHDOG_MS);
-
-// Reads MEGAOPS_TILE_WAIT_MAX_NS (0..MAX_WAIT_SLEEP_MAX_NS, 0 = spin); `fallback_ns` when unset.
-// Throws InputError naming the variable otherwise.
-uint32_t wait_sleep_max_ns_from_env(uint32_t fallback_ns = DEFAULT_WAIT_SLEEP_MAX_NS);
+// The command-line spellings of the two settings: a watchdog bound in milliseconds (a
+// non-negative integer, 0 = no watchdog) and a back-off cap in nanoseconds
+// (0..MAX_WAIT_SLEEP_MAX_NS, 0 = spin). InputError naming `what` (the option) and the value
+// otherwise.
+uint64_t parse_watchdog_ms(const std::string& v, const std::string& what);
+uint32_t parse_wait_sleep_max_ns(const std::string& v, const std::string& what);
 
 // Owns one error record (mapped pinned host memory) and its claim word (device memory). One per
 // executor: every kernel of a step gets params() and the first wait to time out fills the record.
 class WatchdogRecord {
  public:
   // Allocates on the current device; throws DeviceError on failure.
-  explicit WatchdogRecord(uint64_t timeout_ms = watchdog_timeout_ms_from_env(),
-                          uint32_t sleep_max_ns = wait_sleep_max_ns_from_env());
+  explicit WatchdogRecord(uint64_t timeout_ms = DEFAULT_WATCHDOG_MS,
+                          uint32_t sleep_max_ns = DEFAULT_WAIT_SLEEP_MAX_NS);
   ~WatchdogRecord();
   WatchdogRecord(const WatchdogRecord&) = delete;
   WatchdogRecord& operator=(const WatchdogRecord&) = delete;

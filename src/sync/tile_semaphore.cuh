@@ -48,7 +48,7 @@ struct WaitSite {
 };
 
 // Back-off of a waiting thread: the first sleep; the cap of the doubling is
-// WatchdogParams::sleep_max_ns (DEFAULT_WAIT_SLEEP_MAX_NS, MEGAOPS_TILE_WAIT_MAX_NS).
+// WatchdogParams::sleep_max_ns (DEFAULT_WAIT_SLEEP_MAX_NS, ExecutorOptions::wait_sleep_max_ns).
 constexpr uint32_t TILE_WAIT_SLEEP_MIN_NS = 32;
 
 // The count at which a tile signalled `signals_per_step` times per step is ready in step `step`

@@ -1456,38 +1456,43 @@ TEST(MatmulTest, InvalidParamsReturnInvalidValue) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
-// The developer knobs: a bad value is one InputError naming the variable; `stream-for-small` and
-// `stream` route as documented (kernels/matmul.cuh), the default follows matmul_dispatch_path.
-TEST(MatmulTest, EnvironmentKnobs) {
+// The developer knobs (kernels/matmul_settings.h): a bad spelling is one InputError naming the
+// option; `stream-for-small` and `stream` route as documented (kernels/matmul.cuh), the default
+// follows matmul_dispatch_path.
+TEST(MatmulTest, SettingsKnobs) {
   MEGAOPS_REQUIRE_GPU();
-  struct Env {
-    const char* name;
-    Env(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-    ~Env() { unsetenv(name); }
+  // Each setting as the CLI spells it, parsed into fresh settings.
+  auto settings = [](const std::string& key, const std::string& value) {
+    MatmulSettings st;
+    if (key == "path") parse_matmul_path(value, &st, "--matmul-path");
+    if (key == "stages") st.stream_stages = parse_stream_stages(value, "--stream-stages");
+    if (key == "shapes")
+      st.stream_shapes = parse_matmul_stream_shapes(value, "--matmul-stream-shapes");
+    if (key == "kernel") st.stream_bulk = parse_stream_kernel(value, "--stream-kernel");
+    return st;
   };
-  auto expect_error = [](const char* var, const char* value) {
-    const Env env(var, value);
+  auto expect_error = [&](const std::string& key, const std::string& value) {
     try {
-      MatmulContext ctx;
-      ADD_FAILURE() << var << "=" << value << " was accepted";
+      MatmulContext ctx(settings(key, value));
+      ADD_FAILURE() << key << " " << value << " was accepted";
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(var), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--"), std::string::npos) << e.what();
     }
   };
-  expect_error("MEGAOPS_MATMUL_PATH", "bogus");
-  expect_error("MEGAOPS_STREAM_STAGES", "1");
-  expect_error("MEGAOPS_STREAM_STAGES", "4x");
-  expect_error("MEGAOPS_MATMUL_STREAM_SHAPES", "4096x");
-  expect_error("MEGAOPS_MATMUL_STREAM_SHAPES", "4096x4096,12");
-  expect_error("MEGAOPS_MATMUL_STREAM_SHAPES", "4096x4096x1");
-  expect_error("MEGAOPS_MATMUL_TUNE", "yes");
+  expect_error("path", "bogus");
+  expect_error("stages", "1");
+  expect_error("stages", "4x");
+  expect_error("shapes", "4096x");
+  expect_error("shapes", "4096x4096,12");
+  expect_error("shapes", "4096x4096x1");
   {
-    const Env env("MEGAOPS_MATMUL_TUNE", "1");
-    EXPECT_TRUE(MatmulContext().tuning());
+    MatmulSettings st;
+    st.tune = true;
+    EXPECT_TRUE(MatmulContext(st).tuning());
   }
   EXPECT_FALSE(MatmulContext().tuning());
-  auto path_of = [](int m, int n, int k, bool pdl = false) {
-    MatmulContext ctx;
+  auto path_of = [](int m, int n, int k, bool pdl = false, const MatmulSettings& st = {}) {
+    MatmulContext ctx(st);
     MatmulParams p;
     p.m = m;
     p.n = n;
@@ -1509,20 +1514,19 @@ TEST(MatmulTest, EnvironmentKnobs) {
   // Under PDL the 8B-class QKV / O at m = 1 go to the streaming kernel (matmul_dispatch_path).
   EXPECT_EQ(path_of(1, 6144, 4096, true), MatmulPath::Stream);
   EXPECT_EQ(path_of(1, 4096, 4096, true), MatmulPath::Stream);
-  expect_error("MEGAOPS_STREAM_KERNEL", "tma");
+  expect_error("kernel", "tma");
   {
     // The ring version: the rule of GPUs without bulk copies.
-    const Env env("MEGAOPS_STREAM_KERNEL", "ring");
-    EXPECT_FALSE(MatmulContext().stream_bulk());
-    EXPECT_EQ(path_of(1, 3072, 2048), MatmulPath::SmallM);
-    EXPECT_EQ(path_of(1, 2048, 8192), MatmulPath::CublasLt);
-    EXPECT_EQ(path_of(1, 6144, 4096, true), MatmulPath::Stream);
+    const MatmulSettings ring = settings("kernel", "ring");
+    EXPECT_FALSE(MatmulContext(ring).stream_bulk());
+    EXPECT_EQ(path_of(1, 3072, 2048, false, ring), MatmulPath::SmallM);
+    EXPECT_EQ(path_of(1, 2048, 8192, false, ring), MatmulPath::CublasLt);
+    EXPECT_EQ(path_of(1, 6144, 4096, true, ring), MatmulPath::Stream);
   }
   if (bulk) {
-    const Env env("MEGAOPS_STREAM_KERNEL", "bulk");
-    EXPECT_TRUE(MatmulContext().stream_bulk());
+    EXPECT_TRUE(MatmulContext(settings("kernel", "bulk")).stream_bulk());
   } else {
-    expect_error("MEGAOPS_STREAM_KERNEL", "bulk");  // no bulk copies on this GPU
+    expect_error("kernel", "bulk");  // no bulk copies on this GPU
   }
   // The 8B's down and the LM heads: on the bulk kernel with either PDL setting, else cuBLASLt
   // (matmul_dispatch_path).
@@ -1531,27 +1535,30 @@ TEST(MatmulTest, EnvironmentKnobs) {
   EXPECT_EQ(path_of(1, 128256, 2048), bulk ? MatmulPath::Stream : MatmulPath::CublasLt);
   EXPECT_EQ(path_of(2, 6144, 4096, true), MatmulPath::CublasLt);
   {
-    const Env env("MEGAOPS_MATMUL_PATH", "cublaslt");
-    EXPECT_EQ(path_of(1, 6144, 4096, true), MatmulPath::CublasLt);
+    const MatmulSettings st = settings("path", "cublaslt");
+    EXPECT_EQ(path_of(1, 6144, 4096, true, st), MatmulPath::CublasLt);
   }
   {
-    const Env env("MEGAOPS_MATMUL_PATH", "stream-for-small");
-    EXPECT_EQ(path_of(1, 3072, 2048), MatmulPath::Stream);
-    EXPECT_EQ(path_of(1, 6144, 4096), MatmulPath::CublasLt);
-    EXPECT_EQ(path_of(4, 3072, 2048), MatmulPath::SmallM);  // m > 2: the streaming kernel cannot
+    const MatmulSettings st = settings("path", "stream-for-small");
+    EXPECT_EQ(path_of(1, 3072, 2048, false, st), MatmulPath::Stream);
+    EXPECT_EQ(path_of(1, 6144, 4096, false, st), MatmulPath::CublasLt);
+    // m > 2: the streaming kernel cannot
+    EXPECT_EQ(path_of(4, 3072, 2048, false, st), MatmulPath::SmallM);
   }
   {
-    const Env env("MEGAOPS_MATMUL_PATH", "stream");
-    EXPECT_EQ(path_of(1, 128256, 4096), MatmulPath::Stream);
-    EXPECT_EQ(path_of(1, 4096, 14336), MatmulPath::Stream);
-    EXPECT_EQ(path_of(1, 4096, 20000), MatmulPath::CublasLt);  // x too large: the rule decides
+    const MatmulSettings st = settings("path", "stream");
+    EXPECT_EQ(path_of(1, 128256, 4096, false, st), MatmulPath::Stream);
+    EXPECT_EQ(path_of(1, 4096, 14336, false, st), MatmulPath::Stream);
+    // x too large: the rule decides
+    EXPECT_EQ(path_of(1, 4096, 20000, false, st), MatmulPath::CublasLt);
   }
   {
-    const Env env("MEGAOPS_MATMUL_STREAM_SHAPES", "6144x4096,4096x4096");
-    EXPECT_EQ(path_of(1, 6144, 4096), MatmulPath::Stream);
-    EXPECT_EQ(path_of(1, 4096, 4096), MatmulPath::Stream);
-    EXPECT_EQ(path_of(1, 32769, 4096), MatmulPath::CublasLt);  // not listed: the rule decides
-    EXPECT_EQ(path_of(8, 4096, 4096), MatmulPath::CublasLt);   // m > 2: the rule decides
+    const MatmulSettings st = settings("shapes", "6144x4096,4096x4096");
+    EXPECT_EQ(path_of(1, 6144, 4096, false, st), MatmulPath::Stream);
+    EXPECT_EQ(path_of(1, 4096, 4096, false, st), MatmulPath::Stream);
+    // Not listed, or m > 2: the rule decides.
+    EXPECT_EQ(path_of(1, 32769, 4096, false, st), MatmulPath::CublasLt);
+    EXPECT_EQ(path_of(8, 4096, 4096, false, st), MatmulPath::CublasLt);
   }
 }
 

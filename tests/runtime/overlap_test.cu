@@ -706,25 +706,22 @@ TEST(Overlap, PdlChainFoldsIntoStreamingMatmuls) {
 // Greedy sampling in the LM head's epilogue in the overlap step (ExecutorOptions::
 // greedy_in_lm_head), seen from the trace at batch 2, where the sampler's launch tells the two
 // apart: one CTA reading the packs, or one CTA a row reading the logits. Every matmul on the
-// streaming kernel (MEGAOPS_MATMUL_PATH=stream: the tiny LM head at batch 2 would otherwise run
-// on the small-m kernel and keep the sampler's argmax), in the chain (the final norm folded into
-// the LM head) and the multi-stream step. Tokens and logits against the conventional step on the
-// same paths that samples from the logits: bit for bit.
+// streaming kernel (MatmulSettings::forced_path Stream: the tiny LM head at batch 2 would otherwise
+// run on the small-m kernel and keep the sampler's argmax), in the chain (the final norm folded
+// into the LM head) and the multi-stream step. Tokens and logits against the conventional step on
+// the same paths that samples from the logits: bit for bit.
 TEST(Overlap, GreedyInLmHeadSameTokens) {
   MEGAOPS_REQUIRE_GPU();
   int major = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   if (major != 9) GTEST_SKIP() << "the epilogue needs the bulk streaming kernel (sm_90)";
-  struct Env {
-    Env() { setenv("MEGAOPS_MATMUL_PATH", "stream", 1); }
-    ~Env() { unsetenv("MEGAOPS_MATMUL_PATH"); }
-  } env;
   const ModelConfig cfg = preset_config("tiny-llama3");
   const uint64_t seed = testing::test_seed();
   const auto prompts = random_prompts({4, 7}, cfg.vocab_size, seed);
   for (bool chain : {true, false}) {
     ExecutorOptions r = reference_options(2, 48, chain);
     r.greedy_in_lm_head = false;
+    r.matmul.forced_path = MatmulPath::Stream;
     ConventionalExecutor conv(cfg, random_filler(seed), r);
     const Trace ref = run_steps(conv, prompts, 12, true);
     for (bool in_lm_head : {true, false}) {
@@ -732,6 +729,7 @@ TEST(Overlap, GreedyInLmHeadSameTokens) {
                                " greedy in LM head " + std::to_string(in_lm_head);
       ExecutorOptions o = overlap_options(2, 48, chain);
       o.greedy_in_lm_head = in_lm_head;
+      o.matmul.forced_path = MatmulPath::Stream;
       o.overlap_trace_capacity = 1u << 16;
       ConventionalExecutor ex(cfg, random_filler(seed), o);
       expect_same(ref, run_steps(ex, prompts, 12, true), what, true);

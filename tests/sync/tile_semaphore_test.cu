@@ -251,39 +251,30 @@ TEST(TileSemaphore, RandomDelayIsBoundedAndVaries) {
   EXPECT_EQ(random_delay_ns(DelayParams{}, 123), 0u);
 }
 
-// A setting read from the environment by `read(fallback)`: unset gives `def`, the fallback
-// argument overrides it, each of `valid` parses to itself, each of `bad` throws InputError, and an
-// empty value is read as unset.
+// The settings' command-line spellings (sync/error_record.h): each of `valid` parses to itself,
+// each of `bad` throws InputError naming the option.
 template <typename T>
-void expect_env_setting(const char* var, T (*read)(T), T def, std::initializer_list<T> valid,
-                        std::initializer_list<const char*> bad) {
-  ASSERT_EQ(unsetenv(var), 0);
-  EXPECT_EQ(read(def), def) << var;
-  EXPECT_EQ(read(77), T{77}) << var;
-  for (T v : valid) {
-    ASSERT_EQ(setenv(var, std::to_string(v).c_str(), 1), 0);
-    EXPECT_EQ(read(def), v) << var;
-  }
+void expect_setting(T (*parse)(const std::string&, const std::string&),
+                    std::initializer_list<T> valid, std::initializer_list<const char*> bad) {
+  for (T v : valid) EXPECT_EQ(parse(std::to_string(v), "--opt"), v);
   for (const char* b : bad) {
-    ASSERT_EQ(setenv(var, b, 1), 0);
-    EXPECT_THROW(read(def), InputError) << var << "=" << b;
+    try {
+      parse(b, "--opt");
+      ADD_FAILURE() << "'" << b << "' was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("--opt"), std::string::npos) << e.what();
+    }
   }
-  ASSERT_EQ(setenv(var, "", 1), 0);
-  EXPECT_EQ(read(def), def) << var << " empty = unset";
-  ASSERT_EQ(unsetenv(var), 0);
 }
 
-TEST(TileSemaphore, WatchdogTimeoutFromEnvironment) {
-  EXPECT_EQ(watchdog_timeout_ms_from_env(), DEFAULT_WATCHDOG_MS);  // the default argument
-  expect_env_setting<uint64_t>("MEGAOPS_WATCHDOG_MS", watchdog_timeout_ms_from_env,
-                               DEFAULT_WATCHDOG_MS, {250, 0}, {"-1", "2s", " 5", "x"});
+TEST(TileSemaphore, WatchdogTimeoutSetting) {
+  expect_setting<uint64_t>(parse_watchdog_ms, {250, 0, DEFAULT_WATCHDOG_MS},
+                           {"-1", "2s", " 5", "x", ""});
 }
 
-TEST(TileSemaphore, WaitSleepCapFromEnvironment) {
-  EXPECT_EQ(wait_sleep_max_ns_from_env(), DEFAULT_WAIT_SLEEP_MAX_NS);  // the default argument
-  expect_env_setting<uint32_t>("MEGAOPS_TILE_WAIT_MAX_NS", wait_sleep_max_ns_from_env,
-                               DEFAULT_WAIT_SLEEP_MAX_NS, {0, 256, 1000000},
-                               {"-1", "1000001", "64ns"});
+TEST(TileSemaphore, WaitSleepCapSetting) {
+  expect_setting<uint32_t>(parse_wait_sleep_max_ns, {0, 256, 1000000},
+                           {"-1", "1000001", "64ns", ""});
 }
 
 TEST(TileSemaphore, WatchdogRecordStartsClear) {
@@ -298,7 +289,7 @@ TEST(TileSemaphore, WatchdogRecordStartsClear) {
   EXPECT_NE(wd.params().record, nullptr);
   EXPECT_NE(wd.params().claim, nullptr);
   EXPECT_EQ(WatchdogRecord(0).params().timeout_ns, 0u);  // 0 = no watchdog
-  EXPECT_EQ(wd.params().sleep_max_ns, wait_sleep_max_ns_from_env());
+  EXPECT_EQ(wd.params().sleep_max_ns, DEFAULT_WAIT_SLEEP_MAX_NS);
   EXPECT_EQ(WatchdogRecord(0, 0).params().sleep_max_ns, 0u);  // spin
 }
 
@@ -388,7 +379,7 @@ TEST(TileSemaphore, ProducerConsumerRandomized) {
     ca.rotation = static_cast<int>(rng() % num_tiles);
     ca.op = gemv ? OP_GEMV : OP_COPY;
     ca.wd = wd.params();
-    // The back-off cap: pure spinning, short and the default (MEGAOPS_TILE_WAIT_MAX_NS).
+    // The back-off cap: pure spinning, short and the default (DEFAULT_WAIT_SLEEP_MAX_NS).
     constexpr uint32_t SLEEP_CAPS[] = {0, 64, DEFAULT_WAIT_SLEEP_MAX_NS};
     ca.wd.sleep_max_ns = SLEEP_CAPS[rng() % 3];
 
