@@ -39,7 +39,7 @@ cat "$OUT/gpu.txt"
 
 if ! skipped tests; then
   log "prefill attention GPU tests"
-  timeout -k 5 120 "$BIN/megaops_gpu_tests" --gtest_filter='PrefillAttentionFlash.*:PrefillAttention.*' \
+  timeout -k 5 150 "$BIN/megaops_gpu_tests" --gtest_filter='PrefillAttentionFlash.*:PrefillAttention.*' \
     --gtest_output=json:"$OUT/prefill_tests.json" >"$OUT/prefill_tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran|MEGAOPS_TEST_SEED" "$OUT/prefill_tests.log" | tail -20
 fi
