@@ -4,19 +4,32 @@
 # tokens), `megaops bench-matmul --prefill-tokens` (the prefill GEMMs against the GEMM ceiling),
 # and the PyTorch peer (bench/peers/torch_prefill.py: eager TTFT and SDPA alone at the same
 # shapes). JSON and logs go to $OUT; a short table comes last. Binaries come prebuilt in $BIN
-# (default .carry/bin), built here with
-#   BUILD_DIR=build-prefill scripts/build.sh   (or cmake --build build-prefill --target megaops
-#                                               megaops_gpu_tests)
-#   mkdir -p .carry/bin && cp build-prefill/megaops build-prefill/megaops_gpu_tests .carry/bin/
-#   git rev-parse HEAD > .carry/bin/GIT_SHA
-# and run there as   OUT=$OUT scripts/gpu_prefill.sh   (carry .carry/bin).
+# (default .carry/bin: scripts/pack_gpu.sh fills it from build/). From another build directory:
+#   BUILD_DIR=build-prefill scripts/build.sh
+#   BUILD_DIR=build-prefill BIN=.carry/prefill-bin scripts/gpu_prefill.sh pack
+# and on the GPU machine (carry .carry/prefill-bin):
+#   BIN=.carry/prefill-bin OUT=$OUT scripts/gpu_prefill.sh
 # Knobs: PRESETS (default llama3.2-1b llama3.1-8b), ATTN_TOKENS, GEMM_TOKENS, TTFT_TOKENS, SKIP
 # (space-separated of: tests attention gemm peer).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.carry/bin}
+if [ "${1:-}" = pack ]; then
+  # Here, not on the GPU machine: the two binaries, the shared libraries of the text front end
+  # that the GPU machine's image may lack (as pack_gpu.sh), and the sha.
+  src=${BUILD_DIR:-build}
+  mkdir -p "$BIN"
+  cp "$src/megaops" "$src/megaops_gpu_tests" "$BIN/"
+  for lib in $(ldd "$src/megaops" | awk '/libpcre2|libutf8proc/ {print $3}'); do cp -L "$lib" "$BIN/"; done
+  sha=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+  git diff --quiet HEAD -- src tools 2>/dev/null || sha="$sha-dirty"
+  echo "$sha" >"$BIN/GIT_SHA"
+  du -sh "$BIN"
+  exit 0
+fi
 OUT=${OUT:-out}
 mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$BIN:${LD_LIBRARY_PATH:-}"
 export MEGAOPS_GIT_SHA=${MEGAOPS_GIT_SHA:-$(cat "$BIN/GIT_SHA" 2>/dev/null || echo unknown)}
 PRESETS=${PRESETS:-llama3.2-1b llama3.1-8b}
 ATTN_TOKENS=${ATTN_TOKENS:-1024,4096,16384}
