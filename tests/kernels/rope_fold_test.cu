@@ -1,7 +1,8 @@
 // Decode attention with qkv_rope folded into it (kernels/rope_fold.cuh) against qkv_rope followed
 // by the unfolded attention on the same inputs: the attention output and the whole K/V caches (the
 // rows the step writes, and no other) must be equal bit for bit. The unfolded pair has its CPU
-// oracles (QkvRope.MatchesReference, DecodeAttention.MatchesReference); this test needs none: the
+// oracles (the op table's qkv_rope_* and decode_attention_* rows, tests/ops/op_harness_test.cu,
+// which also holds the fold to the oracle: rope_fold_attention_* rows); this test needs none: the
 // fold's contract is the same bits. Cache rows at and after each row's position start poisoned
 // (NaN), as does the output, so a key read before it is written, a row not written or an output
 // not written fails.
