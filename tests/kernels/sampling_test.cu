@@ -197,11 +197,13 @@ TEST(Sample, GreedyPackMaximumIsArgmax) {
       {1.0f, 3.0f, 3.0f, 2.0f}, {-0.0f, 0.0f, -1.0f}, {0.0f, -0.0f},     {-inf, -inf},
       {nan, -5.0f, nan},        {nan, nan},           {inf, 1e30f, inf}, {-3.0f, -2.0f, -2.0f},
       {nan, inf, -inf, inf},    {-3e38f, -3.4e38f},   {2.0f, -inf},      {3e38f, 1.0f, 3e38f}};
-  std::uniform_int_distribution<int> pick(0, 6);
-  const float values[] = {-1.5f, -0.0f, 0.0f, 2.25f, 2.25f, nan, -inf};
+  std::uniform_int_distribution<int> pick(0, 4);
+  const float values[] = {-1.5f, -0.0f, 0.0f, 2.25f, 2.25f};
   for (int r = 0; r < 200; ++r) {  // random rows over a few values: many ties
     std::vector<float> row(1 + r % 37);
     for (float& v : row) v = values[pick(rng)];
+    if (r % 3 == 0)  // a third of them with one NaN or -Inf somewhere
+      row[std::uniform_int_distribution<size_t>(0, row.size() - 1)(rng)] = r % 2 ? nan : -inf;
     rows.push_back(row);
   }
   ref::SamplingParams greedy;
@@ -220,8 +222,7 @@ TEST(Sample, GreedyPackMaximumIsArgmax) {
     EXPECT_EQ(want == NONFINITE_LOGITS_TOKEN, broken) << "row " << r;
     EXPECT_NE(best, 0ull) << "row " << r;
   }
-  EXPECT_GT(broken_rows, 20);
-  EXPECT_LT(broken_rows, static_cast<int>(rows.size()) - 20);
+  EXPECT_EQ(broken_rows, 67 + 6);  // the random rows' third, and six of the planted ones
 }
 
 // A row holding one NaN, +Inf or -Inf anywhere gets NONFINITE_LOGITS_TOKEN from the sampler, greedy
