@@ -989,11 +989,15 @@ __device__ void prefill_attention_block(const PrefillAttentionParams& p, int q_b
       }
       __syncthreads();
 
+      // Only the run's rows take this tile's values: the others' p is 0 here, but 0 x a NaN or
+      // Inf in this sequence's values is NaN, and one request's broken values must not reach
+      // another's output.
 #pragma unroll
       for (int i = 0; i < PREFILL_MAX_PAIRS; ++i) {
         const int idx = tid + i * PREFILL_THREADS;
-        if (idx < npairs) {
-          const int r = idx / half, d = (idx - r * half) * 2;
+        const int r = idx / half;
+        if (idx < npairs && r >= seg_begin && r < seg_end) {
+          const int d = (idx - r * half) * 2;
           const float alpha = row_alpha[r];
           float2 a = make_float2(acc[i].x * alpha, acc[i].y * alpha);
           const float* pr = sc + r * S_STRIDE;
