@@ -68,7 +68,7 @@ if ! skipped gemm; then
     log "bench-matmul --prefill-tokens: $preset"
     timeout -k 5 60 "$BIN/megaops" bench-matmul --preset "$preset" --prefill-tokens "$GEMM_TOKENS" \
       --json "$OUT/bench_prefill_gemm_$preset.json" >"$OUT/bench_prefill_gemm_$preset.log" 2>&1 || status=1
-    tail -n +1 "$OUT/bench_prefill_gemm_$preset.log" | grep -E "ceiling| 4096 " || true
+    grep -E "ceiling| 4096 |error" "$OUT/bench_prefill_gemm_$preset.log" || true
   done
 fi
 
