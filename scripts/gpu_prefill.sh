@@ -59,7 +59,8 @@ fi
 
 if ! skipped attention; then
   log "bench-attention"
-  timeout -k 5 90 "$BIN/megaops" bench-attention --preset "$(comma $PRESETS)" --tokens "$ATTN_TOKENS" \
+  timeout -k 5 90 "$BIN/megaops" bench-attention --preset "$(comma $PRESETS)" \
+    --tokens "$ATTN_TOKENS" --repeats 10 \
     --json "$OUT/bench_attention.json" 2>&1 | tee "$OUT/bench_attention.log" || status=1
 fi
 
