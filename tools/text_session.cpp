@@ -100,63 +100,80 @@ std::unique_ptr<TokenGenerator> make_token_generator(const Checkpoint& ckpt, boo
   return std::make_unique<CpuGenerator>(ckpt, sampling, max_context);
 }
 
+TextStreamer::TextStreamer(const CheckpointText& text, const StreamLimits& limits,
+                           std::function<void(const std::string&)> emit)
+    : limits_(limits),
+      emit_(std::move(emit)),
+      decoder_(text.tokenizer(), /*skip_special_tokens=*/true),
+      t0_(std::chrono::steady_clock::now()) {
+  for (const std::string& s : limits.stop) longest_stop_ = std::max(longest_stop_, s.size());
+  result_.stop_reason = "length";
+}
+
+void TextStreamer::start_clock() {
+  t0_ = std::chrono::steady_clock::now();
+}
+
+// Emits all but the tail that could still grow into a stop string; cuts at a stop string (true).
+bool TextStreamer::release(bool final) {
+  size_t cut = std::string::npos;
+  for (const std::string& s : limits_.stop) cut = std::min(cut, held_.find(s));
+  if (cut != std::string::npos) {
+    held_.resize(cut);
+    final = true;
+  }
+  size_t keep = final || longest_stop_ == 0 ? 0 : std::min(held_.size(), longest_stop_ - 1);
+  // Never split a UTF-8 character between two emits.
+  while (keep > 0 && keep < held_.size() &&
+         (static_cast<unsigned char>(held_[held_.size() - keep]) & 0xC0) == 0x80)
+    ++keep;
+  const std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  if (!out.empty()) {
+    result_.text += out;
+    emit_(out);
+  }
+  return cut != std::string::npos;
+}
+
+bool TextStreamer::push(int token) {
+  if (done_) return true;
+  if (result_.tokens.empty())
+    result_.ttft_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  result_.tokens.push_back(token);
+  if (std::find(limits_.eos_ids.begin(), limits_.eos_ids.end(), token) != limits_.eos_ids.end()) {
+    result_.stop_reason = "eos";
+    return done_ = true;
+  }
+  held_ += decoder_.push(token);
+  if (release(false)) {
+    result_.stop_reason = "stop string";
+    return done_ = true;
+  }
+  if (static_cast<int>(result_.tokens.size()) >= limits_.max_new_tokens) done_ = true;
+  return done_;
+}
+
+StreamResult TextStreamer::finish(int prompt_tokens, bool interrupted) {
+  if (result_.stop_reason != "stop string") {
+    held_ += decoder_.finish();
+    release(true);
+  }
+  if (interrupted && !done_) result_.stop_reason = "interrupted";
+  result_.prompt_tokens = prompt_tokens;
+  result_.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  return result_;
+}
+
 StreamResult stream_text(TokenGenerator& gen, const CheckpointText& text,
                          const std::vector<int>& prompt, const StreamLimits& limits,
                          const std::function<void(const std::string&)>& emit) {
-  using clock = std::chrono::steady_clock;
-  StreamResult r;
-  r.prompt_tokens = static_cast<int>(prompt.size());
-  StreamDecoder decoder(text.tokenizer(), /*skip_special_tokens=*/true);
-  std::string held;  // decoded text not yet emitted: it may be the start of a stop string
-  size_t longest_stop = 0;
-  for (const std::string& s : limits.stop) longest_stop = std::max(longest_stop, s.size());
-  const auto release = [&](bool final) {
-    // Emit all but the tail that could still grow into a stop string; cut at a stop string.
-    size_t cut = std::string::npos;
-    for (const std::string& s : limits.stop) cut = std::min(cut, held.find(s));
-    if (cut != std::string::npos) {
-      held.resize(cut);
-      final = true;
-    }
-    size_t keep = final || longest_stop == 0 ? 0 : std::min(held.size(), longest_stop - 1);
-    // Never split a UTF-8 character between two emits.
-    while (keep < held.size() && keep > 0 &&
-           (static_cast<unsigned char>(held[held.size() - keep]) & 0xC0) == 0x80)
-      ++keep;
-    const std::string out = held.substr(0, held.size() - keep);
-    held.erase(0, held.size() - keep);
-    if (!out.empty()) {
-      r.text += out;
-      emit(out);
-    }
-    return cut != std::string::npos;
-  };
-  const auto t0 = clock::now();
-  r.stop_reason = "length";
-  for (int i = 0; i < limits.max_new_tokens; ++i) {
-    if (g_interrupted) {
-      r.stop_reason = "interrupted";
-      break;
-    }
-    const int tok = i == 0 ? gen.start(prompt) : gen.next();
-    if (i == 0) r.ttft_s = std::chrono::duration<double>(clock::now() - t0).count();
-    r.tokens.push_back(tok);
-    if (std::find(limits.eos_ids.begin(), limits.eos_ids.end(), tok) != limits.eos_ids.end()) {
-      r.stop_reason = "eos";
-      break;
-    }
-    held += decoder.push(tok);
-    if (release(false)) {
-      r.stop_reason = "stop string";
-      break;
-    }
-  }
-  if (r.stop_reason != "stop string") {
-    held += decoder.finish();
-    release(true);
-  }
-  r.total_s = std::chrono::duration<double>(clock::now() - t0).count();
-  return r;
+  TextStreamer streamer(text, limits, emit);
+  streamer.start_clock();
+  bool stop = limits.max_new_tokens < 1;
+  for (int i = 0; !stop && !g_interrupted; ++i)
+    stop = streamer.push(i == 0 ? gen.start(prompt) : gen.next());
+  return streamer.finish(static_cast<int>(prompt.size()), g_interrupted);
 }
 
 std::string stream_summary(const StreamResult& r) {

@@ -4,6 +4,7 @@
 // reason) that llama.cpp and vLLM users expect.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -55,6 +56,33 @@ struct StreamResult {
   int prompt_tokens = 0;
   double ttft_s = 0, total_s = 0;
   std::string stop_reason;  // "eos", "stop string", "length" or "interrupted"
+};
+
+// Turns generated tokens into streamed text one token at a time, for loops that own their
+// generation (`generate` on any backend): UTF-8 characters split across tokens are held until
+// complete, text that could still turn into a stop string is held until it cannot (a stop string
+// is never printed), special tokens are not printed.
+class TextStreamer {
+ public:
+  TextStreamer(const CheckpointText& text, const StreamLimits& limits,
+               std::function<void(const std::string&)> emit);
+  // Starts the TTFT clock (call just before the prompt runs).
+  void start_clock();
+  // Takes the next token; true when generation must stop (EOS, stop string, max_new_tokens).
+  bool push(int token);
+  // Flushes what is held and returns the totals; `interrupted` names the stop reason.
+  StreamResult finish(int prompt_tokens, bool interrupted = false);
+
+ private:
+  bool release(bool final);
+  const StreamLimits& limits_;
+  std::function<void(const std::string&)> emit_;
+  StreamDecoder decoder_;
+  std::string held_;
+  size_t longest_stop_ = 0;
+  StreamResult result_;
+  std::chrono::steady_clock::time_point t0_;
+  bool done_ = false;
 };
 
 // Runs `prompt` and streams text to `emit` as it becomes final: UTF-8 characters split across

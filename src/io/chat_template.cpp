@@ -14,13 +14,28 @@ namespace megaops {
 
 namespace {
 
-// The engine's messages carry a source excerpt on the lines after the first; the CLI promises one
-// line, and the first says what and where.
-std::string first_line(const char* what) {
-  std::string s(what);
-  const size_t nl = s.find('\n');
-  if (nl != std::string::npos) s.resize(nl);
-  return s;
+// The engine's messages span lines ("While executing X at line L, column C in source:", a source
+// excerpt, "Error: what"); the CLI promises one line, so this keeps what failed and where.
+std::string one_line(const char* what) {
+  std::string error, where, first;
+  size_t start = 0;
+  const std::string s(what);
+  while (start <= s.size()) {
+    size_t end = s.find('\n', start);
+    if (end == std::string::npos) end = s.size();
+    const std::string line = s.substr(start, end - start);
+    if (line.rfind("Error: ", 0) == 0 && error.empty()) error = line.substr(7);
+    if (line.rfind("While executing ", 0) == 0 && where.empty()) {
+      where = line.substr(6);
+      const size_t suffix = where.find(" in source:");
+      if (suffix != std::string::npos) where.resize(suffix);
+    }
+    if (first.empty() && !line.empty() && line.find_first_not_of('-') != std::string::npos)
+      first = line;
+    start = end + 1;
+  }
+  if (error.empty()) return first;
+  return where.empty() ? error : error + " (" + where + ")";
 }
 
 }  // namespace
@@ -38,7 +53,7 @@ ChatTemplate ChatTemplate::parse(const std::string& source, const std::string& o
     jinja::lexer lexer;
     impl->program = jinja::parse_from_tokens(lexer.tokenize(source));
   } catch (const std::exception& e) {
-    throw InputError(origin + ": template does not parse: " + first_line(e.what()));
+    throw InputError(origin + ": template does not parse: " + one_line(e.what()));
   }
   return ChatTemplate(std::move(impl));
 }
@@ -62,7 +77,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
     const auto parts = jinja::runtime::gather_string_parts(results);
     return parts->as_string().str();
   } catch (const std::exception& e) {
-    throw InputError(impl_->origin + ": template failed to render: " + first_line(e.what()));
+    throw InputError(impl_->origin + ": template failed to render: " + one_line(e.what()));
   }
 }
 

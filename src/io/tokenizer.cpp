@@ -833,6 +833,13 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool add_special_token
   return out;
 }
 
+std::string byte_level_spelling(std::string_view bytes) {
+  static const std::array<uint32_t, 256> b2c = byte_to_codepoint();
+  std::string out;
+  for (unsigned char b : bytes) append_utf8(b2c[b], &out);
+  return out;
+}
+
 size_t append_utf8_lossy(std::string_view bytes, bool hold_incomplete_tail, std::string* out) {
   static const char REPLACEMENT[] = "\xEF\xBF\xBD";
   size_t i = 0;

@@ -74,6 +74,10 @@ class StreamDecoder {
   std::string pending_;  // bytes not yet returned: at most an incomplete UTF-8 sequence
 };
 
+// `bytes` spelled in the byte-level alphabet of tokenizer.json vocabularies (GPT-2's
+// bytes_to_unicode: printable bytes stand for themselves, the others map to U+0100..).
+std::string byte_level_spelling(std::string_view bytes);
+
 // Appends `bytes` to `out` as UTF-8 with each maximal invalid subpart replaced by U+FFFD (the
 // Unicode "substitution of maximal subparts" practice, which Rust's from_utf8_lossy follows). When
 // `hold_incomplete_tail` is set, a trailing sequence that could still be completed is not decoded
