@@ -43,23 +43,28 @@ ALLOWED_BACK_EDGES = {
         "issue); the planner's service table (planner/service_table.cpp) must then be handed "
         "that graph instead of rebuilding one from a profile's shapes, and tools/"
         "cmd_bench_matmul.cpp (owned by other work) include the new header",
-    ("src/runtime/conventional.h", "reference/ops.h"):
+    ("src/runtime/executor_options.h", "reference/ops.h"):
         "the executor's sampling options are the oracle's ref::SamplingParams; the parameters "
         "belong in core/, shared by the sampler kernels and the oracle (runtime/ is being split "
         "into executors by other work, which owns these files)",
-    ("src/runtime/conventional.h", "models/model_config.h"):
+    ("src/runtime/executor.h", "models/model_config.h"):
         "executors take a ModelConfig rather than the step graph models/ builds; goes with the "
         "executor split (runtime/ is owned by that work)",
-    ("src/runtime/conventional.h", "io/chrome_trace.h"):
+    ("src/runtime/executor.h", "io/chrome_trace.h"):
         "take_overlap_trace returns io's TraceEvent records; the record type belongs in core/ "
         "(or runtime/), with tools/ writing the trace file (runtime/ is owned by the executor "
         "split)",
     ("src/runtime/conventional.cu", "models/checkpoint.h"):
         "the executor uploads the checkpoint's tensors itself; goes with the executor split's "
         "step resources (runtime/ is owned by that work)",
-    ("src/runtime/conventional.cu", "models/tensor_parallel.h"):
-        "the executor shards the weights for tensor parallelism itself; goes with the executor "
-        "split (runtime/ is owned by that work)",
+    ("src/runtime/step_resources.cu", "models/tensor_parallel.h"):
+        "the executor shards the weights for tensor parallelism itself as it uploads them; goes "
+        "when models/ hands the executor its rank's shards (runtime/ is owned by the executor "
+        "split)",
+    ("src/runtime/tp.cu", "models/tensor_parallel.h"):
+        "the tensor-parallel backend takes its rank's shapes and LM head rows from models/' "
+        "sharding; goes with the step_resources.cu entry (runtime/ is owned by the executor "
+        "split)",
     ("src/runtime/tp_comm.cpp", "io/rendezvous.h"):
         "the NCCL communicator meets its ranks through io's rendezvous file; the rendezvous "
         "belongs to the caller (tools/tp_launch) once the communicator takes a unique id "

@@ -1,251 +1,53 @@
-// The conventional executor: one kernel per op on one stream, barriers between them. Decode steps
-// are captured once per (batch size, PDL) into a CUDA graph and replayed; prefill runs eagerly in
-// chunks. This is the baseline every other executor is measured against, and the one that must
-// always work.
-//
-// Device state that changes per step (positions, context lengths, the sampler's step counter,
-// the tokens fed back) lives in device memory and is advanced by a kernel at the end of the
-// captured step, so a graph replays without any host-side parameter update.
+// The executor behind the Executor interface (runtime/executor.h): one step graph over shared
+// step resources (runtime/executor_core.h), with the decode step recorded by the backend the
+// options pick: conventional (one kernel per op on one stream, barriers between them, optionally
+// PDL; runtime/conventional_step.cu), the multi-stream tile overlap (runtime/overlap.cu,
+// overlap_ops.cu), the PDL chain (runtime/pdl_chain.cu) and tensor parallelism (runtime/tp.cu).
+// Decode steps are captured once per (batch size, PDL, backend) into a CUDA graph and replayed
+// (runtime/graph_cache.cu); prefill runs eagerly in chunks. The conventional backend is the
+// baseline every other one is measured against, and the one that must always work.
 #pragma once
 
-#include <cuda_runtime.h>
-
-#include <cstdint>
-#include <functional>
 #include <memory>
-#include <string>
-#include <vector>
 
-#include "core/run_options.h"
-#include "io/chrome_trace.h"
-#include "kernels/matmul_settings.h"
-#include "models/model_config.h"
-#include "reference/ops.h"
-#include "sync/error_record.h"
+#include "runtime/executor.h"
 
 namespace megaops {
 
-class Checkpoint;
+struct ExecutorCore;
 
-enum class TpReduce { Nccl, Peer };
-
-struct ExecutorOptions {
-  int max_batch = 1;         // sequences decoded together (1..64)
-  int max_seq = 2048;        // positions per sequence (prompt + generated)
-  int prefill_chunk = 2048;  // most tokens per prefill chunk (capped at max_batch * max_seq)
-  PrefillPath prefill_path = PrefillPath::Layers;  // DecodeGraph: not with tensor parallelism
-  bool pdl = false;                                // programmatic dependent launch for decode steps
-  bool debug_sync = false;  // synchronise and check after every op (localises failures)
-  // Greedy by default (temperature 0), as `generate` and `bench` run unless told otherwise.
-  ref::SamplingParams sampling{0.0f, 0, 1.0f, 0};
-  // Greedy sampling in the LM head's epilogue (MatmulParams::argmax_out), where sampling is greedy,
-  // there is no tensor parallelism and the decode step's LM head runs on the bulk streaming kernel
-  // (batches 1-2 on sm_90): the sampler then reads one packed argmax a row instead of the logits
-  // (which are still written). The same tokens. The sampler's op goes from 10.7 us (one CTA
-  // reading 513 KB of logits from L2 in eight dependent rounds) to 0.4 us in the 1B chain's trace;
-  // rows (bench/results/2026-12-01-s24-call2, one binary, ms/token at batch 1, chain): llama3.2-1b
-  // 0.771-0.773 -> 0.763, qwen3-0.6b 0.723-0.724 -> 0.712-0.714. The CLI's
-  // --greedy-in-lm-head 0|1 sets it.
-  bool greedy_in_lm_head = true;
-  // How the matmuls dispatch (kernels/matmul_settings.h; the CLI's matmul flags): the defaults are
-  // the production rule, the rest developer knobs for measuring the paths in situ.
-  MatmulSettings matmul;
-
-  // Tensor parallelism (issue 6, models/tensor_parallel.h): this executor is rank tp_rank of tp
-  // and computes with its shard of the weights (heads, kv heads, intermediate features, LM head
-  // rows); the O and down projections' partial outputs are all-reduced and the logits gathered
-  // over tp_comm (an ncclComm_t of runtime/tp_comm.h), so every rank samples the same tokens.
-  // With tp_comm set the executor takes this path also at tp = 1 (collectives of one rank: the
-  // same bits as without). tp > 1 needs tp_comm; the overlap backend does not run with it yet.
-  int tp = 1;
-  int tp_rank = 0;
-  void* tp_comm = nullptr;
-  // How decode steps add the O and down projections' partial outputs over the ranks: NCCL
-  // all-reduce, or Peer: each rank reads the others' partials through peer memory (CUDA IPC,
-  // all ranks on one host, at most TP_PEER_MAX) in one kernel that waits on their tile counters
-  // (kernels/tp_reduce.cuh). Prefill always uses NCCL.
-  TpReduce tp_reduce = TpReduce::Nccl;
-
-  DecodeBackend backend = DecodeBackend::Conventional;
-  int overlap_streams = 3;  // W: live kernels at most (1..8)
-  // Watchdog bound of every overlap wait in ms; -1 = DEFAULT_WATCHDOG_MS (2000), 0 = none.
-  int64_t overlap_watchdog_ms = -1;
-  // Watchdog bound of the TpReduce::Peer waits in ms (0 = none): ranks reach a step at
-  // host-dependent times (graph capture, printing), so they get 30 s; a lost signal is still an
-  // error, not a hang. The CLI's --watchdog-ms sets both bounds.
-  int64_t tp_peer_watchdog_ms = 30000;
-  // Back-off cap of a waiting thread's sleep in ns (0 = spin; at most MAX_WAIT_SLEEP_MAX_NS), for
-  // every watchdog-bounded wait (sync/error_record.h, DEFAULT_WAIT_SLEEP_MAX_NS).
-  uint32_t wait_sleep_max_ns = DEFAULT_WAIT_SLEEP_MAX_NS;
-  // The overlap step computes exactly what the conventional step computes (PDL off): every matmul
-  // takes the conventional step's path (cuBLASLt ones run unmodified behind a gate kernel and
-  // before a signal kernel, kernels/tile_gate.cuh) and attention keeps its default split count and
-  // in-kernel merge (no separate combine op). Off: the v0 step (every matmul on the small-m
-  // kernel, attention splits capped by the CTA budget and merged by a combine op).
-  bool overlap_conventional_arithmetic = true;
-  // Vendor matmuls of the overlap step run as this many launches along N, each followed by its
-  // own signal (issue 3 item 5: chunk granularity); 1 = one launch, the conventional step's bits.
-  int overlap_vendor_chunks = 1;
-  // Barriers inside the overlap step (a plan of `megaops plan`, issue 4): the step's ops
-  // (overlap_op_names(), step_advance excluded) are cut into contiguous regions, each starting at
-  // the op named first_op (the first region at "embedding", names in step order). Every op of a
-  // region completes before the next region's first op starts. A serial region runs its ops one
-  // at a time on one stream with full grids (the conventional composition); the others overlap on
-  // the W streams with budgets for their own windows. Empty: one overlap region.
-  struct OverlapRegion {
-    std::string first_op;
-    bool serial = false;
-  };
-  std::vector<OverlapRegion> overlap_regions;
-  // The PDL chain (overlap_streams 1 only; `--overlap-pdl-chain`): every own kernel of
-  // the overlap step is launched with PDL on the one stream, so kernel k + 1's CTAs are scheduled
-  // once every CTA of kernel k has called pdl_launch_dependents (after its own wait), and then wait
-  // on k's tile counter instead of on k's grid completion (griddepcontrol.wait). No budget is
-  // needed: a kernel is scheduled only after all CTAs of every kernel before it were, so a waiting
-  // CTA's producers are resident or done (docs/overlap-design.md, What comes next, item 9). Ops
-  // that wait on no counter (after a vendor GEMM, a barrier or the fork) and vendor GEMMs keep
-  // plain launches: they start once everything before them on the stream has completed.
-  bool overlap_pdl_chain = false;
-  // How a chain op waits for the op before it: on that kernel's grid (griddepcontrol.wait, the
-  // default) or on its tile counter (true). Measured (bench/results/2026-11-30-s16-call1, trace
-  // of one step): a grid handoff between two megaops kernels 0.6-0.7 us, a counter handoff 1.1-1.5
-  // us; qwen3-0.6b batch 1 0.848 vs 1.034 ms. Counters stay for waits on part of a tensor and
-  // for the multi-stream step; the watchdog only bounds counter waits.
-  bool overlap_chain_counter_waits = false;
-  // In the chain, each residual add + RMSNorm whose matmul runs on the bulk streaming kernel is
-  // folded into that matmul's prologue (kernels/norm_fold.cuh): the norm's op launches nothing.
-  // Same bits as unfolded.
-  bool overlap_fold_norms = true;
-  // In the chain, SiLU·mul folded into the down projection after it where that runs on the bulk
-  // streaming kernel (kernels/act_fold.cuh): SiLU·mul's op launches nothing. Same bits.
-  bool overlap_fold_silu = true;
-  // In the chain, SiLU·mul computed in the epilogue of the gate_up projection before it where
-  // that runs on the bulk streaming kernel and the intermediate size is at least this (0:
-  // wherever gate_up streams; negative: never) (kernels/act_fold.cuh SiluMulEpilogue: the kernel
-  // pairs gate and up rows and writes the bf16 activation instead of gate|up): SiLU·mul's op
-  // launches nothing and the down projection reads the activation as usual. Takes precedence
-  // over overlap_fold_silu there. Same bits. Folded into down instead, every down CTA reads the
-  // whole fp32 gate|up row, 8 * inter bytes; the default 8192 takes the epilogue where that is 64
-  // KB or more. Measured (bench/results/2026-11-30-s19-call2 .. -call4, one H200, batch 1,
-  // ms/token, chain with the epilogue against the fold into down): llama3.2-1b (inter 8192)
-  // 0.814-0.825 against 0.840-0.845 in every call; qwen3-0.6b (inter 3072, 24 KB) 0.754-0.766
-  // against 0.754-0.761, level in two calls and 1.5% slower in the third.
-  int overlap_silu_epilogue_min_inter = 8192;
-  // In the chain, qkv_rope folded into the decode attention after it where that runs the
-  // per-query-head kernel (batches 1-2 of every preset; kernels/rope_fold.cuh): attention forms
-  // q and the newest k / v rows from the qkv rows and writes those rows to the cache; qkv_rope's
-  // op launches nothing. Same bits.
-  bool overlap_fold_rope = true;
-  // In the chain, the O projection's kernel triggers the next one (gate_up) at the top of its wait
-  // instead of after it, where O runs on the streaming kernel and all of its weights fit in its
-  // launch's rings (KernelFootprint::ring_bytes x CTAs): they are then in flight before attention
-  // ends, HBM would idle while attention runs, and gate_up's CTAs start streaming in that time.
-  // Measured (bench/results/2026-12-01-s24-call1, -call4, ms/token, batch 1, chain, rows
-  // alternated): qwen3-0.6b (O 4 MB in 16 MB of rings) 0.722-0.724 -> 0.700 alone, 0.689-0.690 ->
-  // 0.6625-0.663 with the weights' L2 evict_first policy; llama3.2-1b (O 8 MB in 16 MB) level
-  // alone, 0.759-0.760 -> 0.752-0.757 with it (attention's cached keys then stay in L2, so
-  // gate_up's stream no longer delays them); llama3.1-8b (O 33.5 MB, twice its rings) slower
-  // (3.827-3.837 -> 3.868-3.878), where the rule does not take it. The CLI's
-  // --chain-o-early-trigger 0|1 sets it.
-  bool overlap_early_trigger_o_proj = true;
-  // Test knobs (defaults off). Reverse: issue the streams' ops last stream first (consumers before
-  // their producers; each stream's own order is kept, which stream semantics require). Delay: a
-  // random delay in [0, max] ns before every signal, per (seed, op, CTA, step). Drop: the named op
-  // (see overlap_op_names()) never signals, so its consumer's watchdog must trip.
-  bool overlap_reverse_issue_order = false;
-  uint32_t overlap_delay_max_ns = 0;
-  uint64_t overlap_delay_seed = 0;
-  std::string overlap_drop_signal_op;
-  // Timeline tracing of the overlap step (`megaops trace`): room for this many CTA records per
-  // traced step; 0 = off (the kernels' trace hooks then cost one uniform branch each).
-  uint32_t overlap_trace_capacity = 0;
-};
-
-// Fills `out` (numel floats) with the values of weight `spec`; used to upload weights from a
-// checkpoint or from a deterministic random preset without materialising fp32 copies of the whole
-// model.
-using WeightFiller = std::function<void(const WeightSpec& spec, size_t tensor_index, float* out)>;
-
-WeightFiller checkpoint_filler(const Checkpoint& ckpt);
-WeightFiller random_filler(uint64_t seed);
-
-class ConventionalExecutor {
+class ConventionalExecutor final : public Executor {
  public:
   // Uploads all weights as bf16. `progress` (may be empty) gets (bytes done, bytes total).
   ConventionalExecutor(const ModelConfig& cfg, const WeightFiller& weights, ExecutorOptions opt,
                        const std::function<void(size_t, size_t)>& progress = {});
-  ~ConventionalExecutor();
+  ~ConventionalExecutor() override;
   ConventionalExecutor(const ConventionalExecutor&) = delete;
   ConventionalExecutor& operator=(const ConventionalExecutor&) = delete;
 
-  const ModelConfig& config() const;
-  const ExecutorOptions& options() const;
-
-  // Starts a new batch: runs the prompts (one per sequence, 1 <= count <= max_batch) and returns
-  // the first generated token of each. Throws InputError on empty prompts, ids outside the
-  // vocabulary or prompts longer than max_seq.
-  std::vector<int> prefill(const std::vector<std::vector<int>>& prompts);
-
-  // One decode step for every sequence of the batch: feeds the last tokens (or `forced`, one per
-  // sequence, when given) and returns the next token of each. Throws InputError when a sequence
-  // would pass max_seq.
-  std::vector<int> decode_step(const std::vector<int>* forced = nullptr);
-
-  // `steps` decode steps (>= 1) with the host one step behind the GPU, as vLLM's asynchronous
-  // scheduling runs them: step i + 1 is enqueued before the host waits for step i's tokens (it
-  // reads them on the device), so the GPU never idles on the host's round trip (graph launch,
-  // synchronisation, reading the tokens step_advance wrote into mapped host memory). on_tokens(i,
-  // tokens) (may be empty) gets each step's tokens in order as they reach the host, while step i +
-  // 1 runs; the tokens equal those of `steps` calls of decode_step. Returns the last step's tokens.
-  // Every step runs: there is no early stop (an exception from on_tokens leaves step i + 1 enqueued
-  // and counted). Throws InputError before running anything when a sequence would pass max_seq.
+  const ModelConfig& config() const override;
+  const ExecutorOptions& options() const override;
+  std::vector<int> prefill(const std::vector<std::vector<int>>& prompts) override;
+  std::vector<int> decode_step(const std::vector<int>* forced = nullptr) override;
   std::vector<int> decode_steps(
-      int steps, const std::function<void(int step, const std::vector<int>& tokens)>& on_tokens);
-
-  // Logits [batch, vocab] of the last prefill (its last position) or decode step.
-  std::vector<float> last_logits() const;
-
-  // GPU time of each op in one decode step, measured inside a captured step with an event after
-  // every op (PDL off: an event between two kernels removes their programmatic edge). Runs
-  // `steps` decode steps (their tokens are discarded) and returns per-op times averaged over them.
-  struct OpTime {
-    std::string op;
-    int layer = -1;  // -1 outside the decoder layers
-    double us = 0;
-  };
-  std::vector<OpTime> profile_decode_steps(int steps);
-
-  // Switches PDL for subsequent decode steps (graphs are cached per batch size, PDL and backend).
-  void set_pdl(bool pdl);
-  // Switches how later prefills run (ExecutorOptions::prefill_path).
-  void set_prefill_path(PrefillPath path);
-  // Switches the decode backend for subsequent steps (the overlap state is set up on first use).
-  void set_backend(DecodeBackend backend);
-  // Changes the injected overlap delays (tests); drops the cached overlap graphs.
-  void set_overlap_delay(uint32_t max_ns, uint64_t seed);
-  // Replaces ExecutorOptions::overlap_regions for later overlap steps (a plan after another, on
-  // one executor: bench --plan A --plan B); InputError naming the field leaves them unchanged.
-  void set_overlap_regions(const std::vector<ExecutorOptions::OverlapRegion>& regions);
-  // Names of the overlap step's ops, indexed by op id (what the watchdog reports).
-  std::vector<std::string> overlap_op_names() const;
-
-  // With overlap_trace_capacity > 0: the CTA records of the overlap steps run since the last call
-  // (or since setup), and starts a new recording. *dropped = records that did not fit.
-  std::vector<TraceEvent> take_overlap_trace(uint64_t* dropped);
-
-  // Weight bytes a decode step streams at least once (all weights but an untied embedding table,
-  // of which a step reads one row per sequence).
-  size_t weight_bytes() const;
-  // KV-cache bytes a decode step reads for the current batch at the current lengths.
-  size_t kv_bytes_read() const;
-  // How much kv_bytes_read() grows with each decode step (one position per sequence).
-  size_t kv_bytes_per_step() const;
-
-  cudaStream_t stream() const;
+      int steps,
+      const std::function<void(int step, const std::vector<int>& tokens)>& on_tokens) override;
+  std::vector<float> last_logits() const override;
+  std::vector<OpTime> profile_decode_steps(int steps) override;
+  void set_pdl(bool pdl) override;
+  void set_prefill_path(PrefillPath path) override;
+  void set_backend(DecodeBackend backend) override;
+  void set_overlap_delay(uint32_t max_ns, uint64_t seed) override;
+  void set_overlap_regions(const std::vector<ExecutorOptions::OverlapRegion>& regions) override;
+  std::vector<std::string> overlap_op_names() const override;
+  std::vector<TraceEvent> take_overlap_trace(uint64_t* dropped) override;
+  size_t weight_bytes() const override;
+  size_t kv_bytes_read() const override;
+  size_t kv_bytes_per_step() const override;
+  cudaStream_t stream() const override;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<ExecutorCore> impl_;
 };
 
 }  // namespace megaops
