@@ -64,37 +64,19 @@ struct BenchOpts {
 #ifdef MEGAOPS_HAVE_CUDA
 // prefill_path: --prefill, parsed by the caller before any GPU work.
 int run(const BenchOpts& o, PrefillPath prefill_path) {
-  if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");
-  if (o.prompt < 1 || o.gen < 2 || o.repeats < 1)
-    throw_input_error("bench", "--prompt/--gen/--repeats",
-                      "expected prompt >= 1, gen >= 2, repeats >= 1");
   const std::vector<int> batches = parse_int_list(o.batches, "--batch");
   std::vector<bool> pdl_modes;
   if (o.pdl == "both") {
     pdl_modes = {false, true};
-  } else if (o.pdl == "on") {
-    pdl_modes = {true};
-  } else if (o.pdl == "off") {
-    pdl_modes = {false};
   } else {
-    throw_input_error("--pdl", "", "expected off, on or both, found '" + o.pdl + "'");
+    pdl_modes = {o.pdl == "on"};
   }
-  check_one_of("--backend", o.backend, {"conventional", "overlap", "both"});
-  if (o.overlap_streams < 1 || o.overlap_streams > 8)
-    throw_input_error("--overlap-streams", "",
-                      "expected 1..8, found " + std::to_string(o.overlap_streams));
-  if (o.overlap_vendor_chunks < 1 || o.overlap_vendor_chunks > 64)
-    throw_input_error("--overlap-vendor-chunks", "",
-                      "expected 1..64, found " + std::to_string(o.overlap_vendor_chunks));
   // Tensor parallelism (--tp): this rank's GPU and communicator; only rank 0 prints and writes.
   const bool lead = o.tp.rank <= 0;
   const std::unique_ptr<TpComm> comm = open_tp_comm(o.tp);
   const ModelSource src = open_model_source(o.model, o.preset, o.seed);
   const ModelConfig& cfg = src.cfg;
   const int max_batch = *std::max_element(batches.begin(), batches.end());
-  for (int b : batches)
-    if (b < 1 || b > 64)
-      throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(b));
 
   int device = 0;
   MEGAOPS_CUDA_CHECK(cudaGetDevice(&device));
@@ -440,6 +422,20 @@ Runner add_bench(CLI::App& app) {
                             std::to_string(o->overlap_streams));
     check_chain_options(o->chain, "--overlap-");
     check_one_of("--decode-loop", o->decode_loop, {"stream", "sync"});
+    if (o->prompt < 1 || o->gen < 2 || o->repeats < 1)
+      throw_input_error("bench", "--prompt/--gen/--repeats",
+                        "expected prompt >= 1, gen >= 2, repeats >= 1");
+    for (int b : parse_int_list(o->batches, "--batch"))
+      if (b < 1 || b > 64)
+        throw_input_error("--batch", "", "expected 1..64, found " + std::to_string(b));
+    check_one_of("--pdl", o->pdl, {"off", "on", "both"});
+    check_one_of("--backend", o->backend, {"conventional", "overlap", "both"});
+    if (o->overlap_streams < 1 || o->overlap_streams > 8)
+      throw_input_error("--overlap-streams", "",
+                        "expected 1..8, found " + std::to_string(o->overlap_streams));
+    if (o->overlap_vendor_chunks < 1 || o->overlap_vendor_chunks > 64)
+      throw_input_error("--overlap-vendor-chunks", "",
+                        "expected 1..64, found " + std::to_string(o->overlap_vendor_chunks));
     // A bad value is an error before any GPU work, on any build.
     [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
 #ifdef MEGAOPS_HAVE_CUDA

@@ -43,13 +43,14 @@ Runner add_profile(CLI::App& app) {
   app.add_option("--json", o->json_out, "write per-op times here");
   add_runtime_flags(app, o->runtime);
   return [o]() -> int {
-#ifdef MEGAOPS_HAVE_CUDA
-    if (!gpu_available()) throw DeviceError("profile: no CUDA device; profile needs a GPU");
+    // Options first, on every build and machine, so a bad one is named before "no GPU".
     check_model_run_options(*o);
     if (o->steps < 1)
       throw_input_error("--steps", "", "expected >= 1, found " + std::to_string(o->steps));
     if (o->gen < 2)
       throw_input_error("--gen", "", "expected >= 2, found " + std::to_string(o->gen));
+#ifdef MEGAOPS_HAVE_CUDA
+    if (!gpu_available()) throw DeviceError("profile: no CUDA device; profile needs a GPU");
     const ModelSource src = open_model_source(o->model, o->preset, o->seed);
     ExecutorOptions eo;
     apply_runtime_flags(o->runtime, eo);

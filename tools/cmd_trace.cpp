@@ -38,8 +38,7 @@ Runner add_trace(CLI::App& app) {
   app.add_option("--out", o->out, "Chrome-trace JSON to write (default trace.json)");
   add_runtime_flags(app, o->runtime);
   return [o]() -> int {
-#ifdef MEGAOPS_HAVE_CUDA
-    if (!gpu_available()) throw DeviceError("trace: no CUDA device; trace needs a GPU");
+    // Options first, on every build and machine, so a bad one is named before "no GPU".
     check_model_run_options(*o);
     if (o->warmup < 0)
       throw_input_error("--warmup", "", "expected >= 0, found " + std::to_string(o->warmup));
@@ -50,6 +49,8 @@ Runner add_trace(CLI::App& app) {
       throw_input_error(
           "--pdl-chain", "",
           "needs --streams 1 (one stream carries the chain), found " + std::to_string(o->streams));
+#ifdef MEGAOPS_HAVE_CUDA
+    if (!gpu_available()) throw DeviceError("trace: no CUDA device; trace needs a GPU");
     const ModelSource src = open_model_source(o->model, o->preset, o->seed);
     ExecutorOptions eo;
     apply_runtime_flags(o->runtime, eo);

@@ -227,6 +227,19 @@ TEST(Cli, GenerateRejectsBadSamplingAndLengths) {
   EXPECT_EQ(ok.status, 0) << ok.out;
 }
 
+// The commands that need a GPU check their options first, so a bad value is named on any machine
+// (not hidden behind "no CUDA device").
+TEST(Cli, GpuCommandsNameABadOptionBeforeAskingForAGpu) {
+  expect_each_bad_option("bench --preset tiny-llama3",
+                         {{"--backend foo", "--backend"},
+                          {"--pdl maybe", "--pdl"},
+                          {"--batch 0", "--batch"},
+                          {"--overlap-streams 9", "--overlap-streams"}});
+  expect_each_bad_option("trace --preset tiny-llama3",
+                         {{"--streams 0", "--streams"}, {"--fold-norms x", "--fold-norms"}});
+  expect_each_bad_option("profile --preset tiny-llama3", {{"--steps 0", "--steps"}});
+}
+
 TEST(Cli, MissingModelDirectory) {
   expect_one_line_error(run_cli("generate --model /nonexistent/dir --prompt-ids 1"),
                         "/nonexistent/dir");
