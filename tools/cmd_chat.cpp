@@ -28,24 +28,6 @@ struct ChatOpts {
 
 }  // namespace
 
-SamplingOptions resolve_sampling(const GenerationConfig& g, float temperature, int top_k,
-                                 float top_p, uint64_t seed) {
-  SamplingOptions s;
-  const bool sample_by_default = g.do_sample.value_or(false);
-  s.temperature = temperature >= 0    ? temperature
-                  : sample_by_default ? g.temperature.value_or(1.0f)
-                                      : 0.0f;
-  s.top_k = top_k >= 0 ? top_k : sample_by_default ? g.top_k.value_or(0) : 0;
-  s.top_p = top_p >= 0 ? top_p : sample_by_default ? g.top_p.value_or(1.0f) : 1.0f;
-  s.seed = seed;
-  if (!(s.temperature >= 0) || s.temperature > 1e6f)
-    throw_input_error("--temperature", "", "expected a finite value >= 0 (0 = greedy)");
-  if (!(s.top_p > 0 && s.top_p <= 1))
-    throw_input_error("--top-p", "",
-                      "expected a value in (0, 1], found " + std::to_string(s.top_p));
-  return s;
-}
-
 Runner add_chat(CLI::App& app) {
   auto o = std::make_shared<ChatOpts>();
   app.add_option("--model", o->model, "Hugging Face checkpoint directory")->required();

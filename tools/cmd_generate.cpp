@@ -1,6 +1,9 @@
-// `megaops generate`: runs a prompt of token ids and streams the generated ids as they are
-// produced, one per line... on the GPU conventional executor, or on the CPU oracle (and says so)
-// when there is no GPU.
+// `megaops generate`: runs a prompt and streams what it generates as it is produced: text for a
+// text prompt (--prompt, through the checkpoint's tokenizer, with stop strings and the EOS ids of
+// generation_config.json), token ids one per line for --prompt-ids; on the GPU conventional
+// executor, or on the CPU oracle (and says so) when there is no GPU. A summary line (prompt tokens,
+// new tokens, TTFT, tok/s, stop reason) goes to stderr.
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -13,6 +16,7 @@
 #include "reference/model.h"
 #include "reference/ops.h"
 #include "runtime_flags.h"
+#include "text_session.h"
 #include "tp_launch.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
@@ -25,7 +29,8 @@ namespace megaops::cli {
 namespace {
 
 struct GenerateOpts {
-  std::string model, prompt_ids, backend = "conventional", prefill = "layers";
+  std::string model, prompt, prompt_ids, backend = "conventional", prefill = "layers";
+  std::vector<std::string> stop;
   int max_new_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f;
   int top_k = 0;
@@ -41,20 +46,58 @@ bool is_eos(const ModelConfig& cfg, int tok) {
   return false;
 }
 
-// Rank 0 prints (under --tp every rank samples the same token).
-void emit(const GenerateOpts& o, int tok) {
-  if (o.tp.rank > 0) return;
-  std::printf("%d\n", tok);
-  std::fflush(stdout);
+// What one run has generated so far: text mode streams through `streamer`; ids mode counts here.
+struct GenerateState {
+  std::unique_ptr<TextStreamer> streamer;
+  std::chrono::steady_clock::time_point t0;
+  StreamResult ids;  // ids mode: tokens, TTFT and stop reason
+  GenerateState() { ids.stop_reason = "length"; }
+};
+
+// Rank 0 prints (under --tp every rank samples the same token, so every rank stops alike).
+// Returns true when generation stops at this token (EOS, a stop string).
+bool emit(const GenerateOpts& o, GenerateState& st, int tok) {
+  if (st.streamer) return st.streamer->push(tok);
+  if (st.ids.tokens.empty())
+    st.ids.ttft_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.t0).count();
+  st.ids.tokens.push_back(tok);
+  if (o.tp.rank <= 0) {
+    std::printf("%d\n", tok);
+    std::fflush(stdout);
+  }
+  return false;
 }
 
-int run_cpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int>& prompt,
-            int max_seq) {
+void start_clock(GenerateState& st) {
+  st.t0 = std::chrono::steady_clock::now();
+  if (st.streamer) st.streamer->start_clock();
+}
+
+// The summary line on stderr (rank 0), and the newline that ends streamed text.
+void finish(const GenerateOpts& o, GenerateState& st, size_t prompt_tokens, const char* backend) {
+  StreamResult r;
+  if (st.streamer) {
+    r = st.streamer->finish(static_cast<int>(prompt_tokens), g_interrupted);
+    if (o.tp.rank <= 0) std::printf("\n");
+  } else {
+    r = st.ids;
+    r.prompt_tokens = static_cast<int>(prompt_tokens);
+    r.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.t0).count();
+    if (g_interrupted) r.stop_reason = "interrupted";
+  }
+  if (o.tp.rank > 0) return;
+  std::fflush(stdout);
+  std::fprintf(stderr, "generate: %s (%s)\n", stream_summary(r).c_str(), backend);
+}
+
+int run_cpu(const GenerateOpts& o, GenerateState& st, const Checkpoint& ckpt,
+            const std::vector<int>& prompt, int max_seq) {
   const ref::Weights w = ref::load_weights(ckpt);  // rejects NaN / Inf weights
   std::fprintf(stderr, "generate: %s; running on the CPU oracle (fp32, slow)\n",
                gpu_available() ? "--cpu given" : "no CUDA device");
   ref::Model model(w, max_seq, o.tp.tp);  // --tp: the CPU oracle's tensor-parallel ranks
   ref::SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
+  start_clock(st);
   std::vector<float> logits = model.forward(prompt);
   const int vocab = ckpt.config().vocab_size;
   for (int step = 0; step < o.max_new_tokens && !g_interrupted; ++step) {
@@ -64,16 +107,21 @@ int run_cpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
       throw Error("generate: " +
                   (step == 0 ? std::string("prefill") : "decode step " + std::to_string(step)) +
                   ": the logits hold NaN or Inf; no token was sampled");
-    emit(o, tok);
-    if (o.stop_at_eos && is_eos(ckpt.config(), tok)) break;
+    if (emit(o, st, tok)) break;
+    if (o.stop_at_eos && is_eos(ckpt.config(), tok)) {
+      st.ids.stop_reason = "eos";
+      break;
+    }
     if (step + 1 < o.max_new_tokens) logits = model.forward({tok});
   }
+  finish(o, st, prompt.size(), "CPU oracle, fp32");
   return g_interrupted ? interrupt_status() : 0;
 }
 
 #ifdef MEGAOPS_HAVE_CUDA
-int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int>& prompt,
-            int max_seq, DecodeBackend backend, PrefillPath prefill_path) {
+int run_gpu(const GenerateOpts& o, GenerateState& st, const Checkpoint& ckpt,
+            const std::vector<int>& prompt, int max_seq, DecodeBackend backend,
+            PrefillPath prefill_path) {
   ExecutorOptions eo;
   apply_runtime_flags(o.runtime, eo);
   eo.max_batch = 1;
@@ -89,12 +137,17 @@ int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
   set_tp_options(eo, o.tp, comm.get());
   ConventionalExecutor ex(ckpt.config(), checkpoint_filler(ckpt), eo,
                           [&](size_t d, size_t t) { print_progress("loading " + o.model, d, t); });
+  start_clock(st);
   int tok = ex.prefill({prompt})[0];
   for (int step = 0; step < o.max_new_tokens && !g_interrupted; ++step) {
-    emit(o, tok);
-    if (o.stop_at_eos && is_eos(ckpt.config(), tok)) break;
+    if (emit(o, st, tok)) break;
+    if (o.stop_at_eos && is_eos(ckpt.config(), tok)) {
+      st.ids.stop_reason = "eos";
+      break;
+    }
     if (step + 1 < o.max_new_tokens) tok = ex.decode_step()[0];
   }
+  finish(o, st, prompt.size(), "GPU");
   return g_interrupted ? interrupt_status() : 0;
 }
 #endif
@@ -104,7 +157,15 @@ int run_gpu(const GenerateOpts& o, const Checkpoint& ckpt, const std::vector<int
 Runner add_generate(CLI::App& app) {
   auto o = std::make_shared<GenerateOpts>();
   app.add_option("--model", o->model, "Hugging Face checkpoint directory")->required();
-  app.add_option("--prompt-ids", o->prompt_ids, "prompt token ids, e.g. 1,2,3")->required();
+  CLI::Option* text = app.add_option(
+      "--prompt", o->prompt,
+      "prompt text (the checkpoint's tokenizer.json; streams text, Llama 3 adds BOS)");
+  CLI::Option* ids = app.add_option("--prompt-ids", o->prompt_ids,
+                                    "prompt token ids, e.g. 1,2,3 (streams ids, one per line)");
+  text->excludes(ids);
+  ids->excludes(text);
+  app.add_option("--stop", o->stop,
+                 "--prompt: stop string (repeatable); the output ends before it");
   app.add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate");
   app.add_option("--temperature", o->temperature, "0 = greedy (default), else >= 0 and finite");
   app.add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = off)");
@@ -126,15 +187,44 @@ Runner add_generate(CLI::App& app) {
     // The GPU's options, checked with --cpu and on builds without CUDA too.
     [[maybe_unused]] const DecodeBackend backend = parse_backend(o->backend, "--backend");
     [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
-    const std::vector<int> prompt = parse_int_list(o->prompt_ids, "--prompt-ids");
+    if (o->prompt.empty() == o->prompt_ids.empty())
+      throw_input_error("generate", "", "expected one of --prompt TEXT or --prompt-ids 1,2,3");
+    if (!o->stop.empty() && o->prompt.empty())
+      throw_input_error("--stop", "", "stop strings need a text prompt (--prompt)");
+    GenerateState st;
+    StreamLimits limits;
+    std::unique_ptr<CheckpointText> text;
+    std::vector<int> prompt;
+    if (!o->prompt.empty()) {
+      text = std::make_unique<CheckpointText>(CheckpointText::open(o->model));
+      prompt = text->tokenizer().encode(o->prompt, true);
+      if (prompt.empty()) throw_input_error("--prompt", "", "tokenizes to no tokens");
+      limits.max_new_tokens = o->max_new_tokens;
+      limits.stop = o->stop;
+      if (o->stop_at_eos) limits.eos_ids = text->eos_token_ids();
+      const bool print = o->tp.rank <= 0;
+      st.streamer = std::make_unique<TextStreamer>(*text, limits, [print](const std::string& s) {
+        if (!print) return;
+        std::fwrite(s.data(), 1, s.size(), stdout);
+        std::fflush(stdout);
+      });
+    } else {
+      prompt = parse_int_list(o->prompt_ids, "--prompt-ids");
+    }
+    const char* prompt_option = o->prompt.empty() ? "--prompt-ids" : "--prompt";
     const Checkpoint ckpt = Checkpoint::open(o->model);
+    // config.json's EOS ids end a text run too (the loops stop on them in both modes).
+    if (o->stop_at_eos && text)
+      for (int e : ckpt.config().eos_token_ids)
+        if (std::find(limits.eos_ids.begin(), limits.eos_ids.end(), e) == limits.eos_ids.end())
+          limits.eos_ids.push_back(e);
     const int vocab = ckpt.config().vocab_size;
     for (int id : prompt)
       if (id < 0 || id >= vocab)
-        throw_input_error("--prompt-ids", "",
+        throw_input_error(prompt_option, "",
                           "token id " + std::to_string(id) + " outside the vocabulary [0, " +
                               std::to_string(vocab) + ") of " + o->model);
-    const int max_seq = context_length("--prompt-ids/--max-new-tokens",
+    const int max_seq = context_length(std::string(prompt_option) + "/--max-new-tokens",
                                        {static_cast<int64_t>(prompt.size()), o->max_new_tokens},
                                        ckpt.config().max_position_embeddings, o->model);
     validate_tp_options(o->tp);
@@ -149,14 +239,14 @@ Runner add_generate(CLI::App& app) {
 #ifdef MEGAOPS_HAVE_CUDA
     if (!o->cpu && gpu_available()) {
       TpRanks ranks(o->tp);  // --tp N: starts ranks 1..N-1 here, or joins a job
-      const int status = run_gpu(*o, ckpt, prompt, max_seq, backend, prefill_path);
+      const int status = run_gpu(*o, st, ckpt, prompt, max_seq, backend, prefill_path);
       ranks.join();
       return status;
     }
 #endif
     if (o->tp.rank > 0)
       throw_input_error("--tp-rank", "", "the CPU oracle runs every rank in one process");
-    return run_cpu(*o, ckpt, prompt, max_seq);
+    return run_cpu(*o, st, ckpt, prompt, max_seq);
   };
 }
 

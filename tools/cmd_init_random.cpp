@@ -1,16 +1,19 @@
-// `megaops init-random`: writes a Hugging Face checkpoint directory (config.json + safetensors)
+// `megaops init-random`: writes a Hugging Face checkpoint directory (config.json + safetensors,
+// and tokenizer.json, tokenizer_config.json and generation_config.json of the family's format)
 // with deterministic random weights of a real architecture, so the whole pipeline, file format
-// included, runs where no weights can be downloaded. Everything is written into a staging
-// directory beside --out and renamed to --out at the end, so --out is either complete or absent:
-// an interrupted run (SIGINT, SIGTERM, a full disk) removes what it staged and leaves nothing
-// half-written.
+// and text in and out included, runs where no weights can be downloaded. Everything is written into
+// a staging directory beside --out and renamed to --out at the end, so --out is either complete or
+// absent: an interrupted run (SIGINT, SIGTERM, a full disk) removes what it staged and leaves
+// nothing half-written.
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "commands.h"
 #include "core/error.h"
+#include "io/tokenizer_builder.h"
 #include "models/checkpoint.h"
 
 namespace megaops::cli {
@@ -46,6 +49,24 @@ void publish(const fs::path& staged, const fs::path& out, bool replace) {
     throw Error(out.string() + ": cannot rename from " + staged.string() + ": " + ec.message());
   }
   if (!old.empty()) fs::remove_all(old, ec);
+}
+
+// tokenizer.json, tokenizer_config.json and generation_config.json of the family's format, its
+// special tokens at the config's bos/eos ids (tokenizer_builder.h).
+void write_tokenizer_files(const ModelConfig& cfg, const fs::path& dir) {
+  const TokenizerFiles files = build_tokenizer_files(
+      cfg.arch == Arch::Qwen3 ? TokenizerFamily::Qwen3 : TokenizerFamily::Llama3, cfg.vocab_size,
+      cfg.bos_token_id, cfg.eos_token_ids);
+  for (const auto& [name, text] :
+       {std::pair{"tokenizer.json", &files.tokenizer_json},
+        std::pair{"tokenizer_config.json", &files.tokenizer_config_json},
+        std::pair{"generation_config.json", &files.generation_config_json}}) {
+    const fs::path path = dir / name;
+    std::ofstream f(path, std::ios::binary);
+    f << *text;
+    f.close();
+    if (!f) throw Error(path.string() + ": write failed");
+  }
 }
 
 }  // namespace
@@ -109,6 +130,7 @@ Runner add_init_random(CLI::App& app) {
                                 if (g_interrupted) throw Interrupted(o->out + ": nothing written");
                                 print_progress("writing " + o->out, done, total);
                               });
+      write_tokenizer_files(c, staged);
       if (g_interrupted) throw Interrupted(o->out + ": nothing written");
       publish(staged, out, o->force);
     } catch (...) {

@@ -2,7 +2,12 @@
 // (scripts/fetch_text_deps.sh); this file is the only one that sees its headers.
 #include "io/chat_template.h"
 
+#include <pthread.h>
+
+#include <algorithm>
+#include <cctype>
 #include <exception>
+#include <functional>
 
 #include "core/error.h"
 #include "jinja/lexer.h"
@@ -38,6 +43,91 @@ std::string one_line(const char* what) {
   return where.empty() ? error : error + " (" + where + ")";
 }
 
+// llama.cpp's parser and renderer recurse once per nesting level with no bound of their own (the
+// template fuzzer overflowed the stack with a few thousand '('), so a template's nesting is
+// bounded before it is parsed, and parsing and rendering run on a thread with a stack sized for
+// that bound (most of it never touched).
+constexpr int MAX_NESTING = 256;
+constexpr size_t MAX_KEYWORDS = 4096;  // "if" / "not" / "for": each may open a recursion level
+constexpr size_t ENGINE_STACK_BYTES = size_t{512} << 20;
+
+void check_nesting(const std::string& source, const std::string& origin) {
+  int depth = 0, max_depth = 0;
+  for (char c : source) {
+    if (c == '(' || c == '[' || c == '{') max_depth = std::max(max_depth, ++depth);
+    if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
+  }
+  if (max_depth > MAX_NESTING)
+    throw InputError(origin + ": template nests brackets " + std::to_string(max_depth) +
+                     " deep; expected at most " + std::to_string(MAX_NESTING));
+  for (const char* word : {"if", "not", "for", "-", "+", "~"}) {
+    size_t n = 0;
+    for (size_t at = source.find(word); at != std::string::npos; at = source.find(word, at + 1))
+      ++n;
+    if (n > MAX_KEYWORDS)
+      throw InputError(origin + ": template has " + std::to_string(n) + " '" + word +
+                       "'; expected at most " + std::to_string(MAX_KEYWORDS));
+  }
+}
+
+// The engine has no call-depth bound either, so a macro that calls itself (in HF's Jinja a
+// RecursionError) would overflow any stack: such templates are refused.
+void check_macro_recursion(const std::string& source, const std::string& origin) {
+  for (size_t at = source.find("macro"); at != std::string::npos;
+       at = source.find("macro", at + 5)) {
+    size_t name_start = source.find_first_not_of(" \t\r\n", at + 5);
+    if (name_start == std::string::npos) return;
+    size_t name_end = name_start;
+    while (name_end < source.size() &&
+           (std::isalnum(static_cast<unsigned char>(source[name_end])) || source[name_end] == '_'))
+      ++name_end;
+    if (name_end == name_start) continue;
+    const std::string name = source.substr(name_start, name_end - name_start);
+    const size_t body_end = std::min(source.find("endmacro", name_end), source.size());
+    for (size_t call = source.find(name, name_end); call < body_end;
+         call = source.find(name, call + 1)) {
+      const bool word_start =
+          call == 0 ||
+          !(std::isalnum(static_cast<unsigned char>(source[call - 1])) || source[call - 1] == '_');
+      const size_t after = source.find_first_not_of(" \t", call + name.size());
+      if (word_start && after < source.size() && source[after] == '(')
+        throw InputError(origin + ": macro '" + name +
+                         "' calls itself; recursive macros are not supported");
+    }
+  }
+}
+
+// Runs fn on a thread with a large stack and rethrows what it threw.
+void run_with_large_stack(const std::function<void()>& fn) {
+  struct Call {
+    const std::function<void()>* fn;
+    std::exception_ptr error;
+  } call{&fn, nullptr};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, ENGINE_STACK_BYTES);
+  pthread_t thread;
+  const int rc = pthread_create(
+      &thread, &attr,
+      [](void* arg) -> void* {
+        auto* c = static_cast<Call*>(arg);
+        try {
+          (*c->fn)();
+        } catch (...) {
+          c->error = std::current_exception();
+        }
+        return nullptr;
+      },
+      &call);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    fn();  // no thread to be had: the caller's stack, with the nesting bound above
+  } else {
+    pthread_join(thread, nullptr);
+  }
+  if (call.error) std::rethrow_exception(call.error);
+}
+
 }  // namespace
 
 struct ChatTemplate::Impl {
@@ -49,12 +139,16 @@ ChatTemplate ChatTemplate::parse(const std::string& source, const std::string& o
   auto impl = std::make_unique<Impl>();
   impl->source = source;
   impl->origin = origin;
-  try {
-    jinja::lexer lexer;
-    impl->program = jinja::parse_from_tokens(lexer.tokenize(source));
-  } catch (const std::exception& e) {
-    throw InputError(origin + ": template does not parse: " + one_line(e.what()));
-  }
+  check_nesting(source, origin);
+  check_macro_recursion(source, origin);
+  run_with_large_stack([&] {
+    try {
+      jinja::lexer lexer;
+      impl->program = jinja::parse_from_tokens(lexer.tokenize(source));
+    } catch (const std::exception& e) {
+      throw InputError(origin + ": template does not parse: " + one_line(e.what()));
+    }
+  });
   return ChatTemplate(std::move(impl));
 }
 
@@ -65,20 +159,24 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
     throw InputError(impl_->origin + ": variables: expected an object");
   nlohmann::ordered_json input = variables.is_null() ? nlohmann::ordered_json::object() : variables;
   input["messages"] = messages;
-  try {
-    jinja::context ctx(impl_->source);
-    // The engine takes its own JSON type; the text form is the common ground (and invalid UTF-8
-    // in a message is replaced, not thrown on, as Python's str would have been valid).
-    const common_json in = common_json::parse(
-        input.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
-    jinja::global_from_json(ctx, in, false);
-    jinja::runtime runtime(ctx);
-    const jinja::value results = runtime.execute(impl_->program);
-    const auto parts = jinja::runtime::gather_string_parts(results);
-    return parts->as_string().str();
-  } catch (const std::exception& e) {
-    throw InputError(impl_->origin + ": template failed to render: " + one_line(e.what()));
-  }
+  std::string rendered;
+  run_with_large_stack([&] {
+    try {
+      jinja::context ctx(impl_->source);
+      // The engine takes its own JSON type; the text form is the common ground (and invalid UTF-8
+      // in a message is replaced, not thrown on, as Python's str would have been valid).
+      const common_json in = common_json::parse(
+          input.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+      jinja::global_from_json(ctx, in, false);
+      jinja::runtime runtime(ctx);
+      const jinja::value results = runtime.execute(impl_->program);
+      const auto parts = jinja::runtime::gather_string_parts(results);
+      rendered = parts->as_string().str();
+    } catch (const std::exception& e) {
+      throw InputError(impl_->origin + ": template failed to render: " + one_line(e.what()));
+    }
+  });
+  return rendered;
 }
 
 const std::string& ChatTemplate::source() const {

@@ -204,12 +204,16 @@ TokenizerFiles build_tokenizer_files(TokenizerFamily family, int vocab_size, int
       symbols.swap(merged);
     }
   }
-  // Synthetic merges fill the rest: a learned piece followed by a piece that does not start a new
-  // word, giving word-like tokens (" the" + "ing").
-  const size_t learned_end = tokens.size();
-  for (size_t i = 256; i < learned_end && tokens.size() < free_ids.size(); ++i)
-    for (size_t j = 256; j < learned_end && tokens.size() < free_ids.size(); ++j) {
-      if (tokens[j][0] == ' ') continue;
+  // Synthetic merges fill the rest: a piece followed by a learned piece that does not start a new
+  // word, or a lowercase letter, giving word-like tokens (" the" + "ing"); pieces made here extend
+  // further, so any vocabulary size fills.
+  std::vector<size_t> suffixes;
+  for (size_t j = 256; j < tokens.size(); ++j)
+    if (tokens[j][0] != ' ') suffixes.push_back(j);
+  for (int c = 'a'; c <= 'z'; ++c) suffixes.push_back(static_cast<size_t>(c));
+  for (size_t i = 256; i < tokens.size() && tokens.size() < free_ids.size(); ++i)
+    for (size_t j : suffixes) {
+      if (tokens.size() >= free_ids.size()) break;
       std::string t = tokens[i] + tokens[j];
       if (known.insert(t).second) {
         merges.emplace_back(tokens[i], tokens[j]);
@@ -219,6 +223,10 @@ TokenizerFiles build_tokenizer_files(TokenizerFamily family, int vocab_size, int
 
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
   for (size_t k = 0; k < tokens.size(); ++k) vocab[byte_level_spelling(tokens[k])] = free_ids[k];
+  // The special tokens are in the model vocabulary too: HF tokenizers numbers an added token that
+  // is not from len(vocab) up, whatever id the file gives it, and the tiny presets put BOS and EOS
+  // among the first ids.
+  for (const Special& sp : specials) vocab[sp.content] = sp.id;
   nlohmann::ordered_json merge_list = nlohmann::ordered_json::array();
   for (const auto& [a, b] : merges)
     merge_list.push_back(byte_level_spelling(a) + " " + byte_level_spelling(b));

@@ -175,6 +175,12 @@ TEST(ChatTemplate, RendersLoopControlsNamespaceFiltersAndRaises) {
                      {"r: template failed to render", "no system role"});
   expect_input_error([] { ChatTemplate::parse("{% for %}", "bad.jinja"); },
                      {"bad.jinja: template does not parse"});
+  // What would overflow the engine's stack is refused up front (found by chat_template_fuzz).
+  expect_input_error([] { ChatTemplate::parse("{{ " + std::string(5000, '(') + " }}", "deep"); },
+                     {"deep: template nests brackets 5002 deep; expected at most 256"});
+  expect_input_error(
+      [] { ChatTemplate::parse("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "rec"); },
+      {"rec: macro 'f' calls itself"});
 }
 
 TEST(TokenizerBuilder, WritesFilesTheTokenizerReadsForBothLayouts) {

@@ -1,0 +1,24 @@
+"""megaops: dense decoder LLM inference (Llama 3, Qwen 3) from Python.
+
+    import megaops
+    m = megaops.load("ckpt/")                      # weights, tokenizer, chat template
+    prompt = m.apply_chat_template([{"role": "user", "content": "Hi"}])
+    out = m.generate(prompt, max_new_tokens=32, on_text=print)
+    logits = torch.from_dlpack(m.forward(m.encode("Hello")))
+"""
+from ._megaops import Model, ops
+
+__all__ = ["Model", "chat", "load", "ops"]
+
+
+def load(path, device="auto", max_context=4096):
+    """Loads a Hugging Face checkpoint directory; device is "auto", "cpu" or "cuda"."""
+    return Model(path, device, max_context)
+
+
+def chat(model, messages, extra=None, **generate_options):
+    """Renders `messages` with the checkpoint's chat template and generates the reply. The template
+    writes the special tokens itself (BOS included), so the prompt is tokenized without adding
+    any, as transformers' apply_chat_template(tokenize=True) does."""
+    prompt = model.apply_chat_template(messages, True, extra)
+    return model.generate(model.encode(prompt, add_special_tokens=False), **generate_options)
