@@ -118,3 +118,19 @@ def test_bad_input_is_a_value_error(ckpt):
         megaops.load(ckpt, device="tpu")
     with pytest.raises(ValueError, match="tokenizer.json: missing"):
         megaops.load(os.path.dirname(ckpt))
+
+
+def test_gpu_generation_matches_cli(ckpt):
+    """On a machine with a CUDA device (a CUDA build): the module's GPU generation gives the CLI's
+    GPU tokens. Skipped, saying so, without one."""
+    try:
+        m = megaops.load(ckpt, device="cuda")
+    except ValueError as e:
+        pytest.skip(f"no CUDA device: {e}")
+    ids = m.encode("The model writes")
+    out = m.generate(ids, max_new_tokens=16, temperature=0, ignore_eos=True)
+    assert out["backend"].startswith("GPU")
+    cli_tokens = [int(x) for x in cli("generate", "--model", ckpt, "--prompt-ids",
+                                      ",".join(map(str, ids)), "--max-new-tokens", "16",
+                                      "--ignore-eos").split()]
+    assert out["tokens"] == cli_tokens
