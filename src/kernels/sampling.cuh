@@ -2,7 +2,7 @@
 // temperature, top-k and top-p, exactly as ref::sample defines it, with the uniform number from
 // ref::sampling_uniform's counter-based generator (seed, row, step), the step read from device
 // memory so a replayed graph draws fresh numbers. Sampled mode needs step and top_p > 0. A row
-// whose logits hold NaN or Inf gets NONFINITE_LOGITS_TOKEN (kernels/greedy_key.cuh), not a token.
+// whose logits hold NaN or Inf gets NONFINITE_LOGITS_TOKEN (core/tokens.h), not a token.
 #pragma once
 
 #include "kernels/common.cuh"
