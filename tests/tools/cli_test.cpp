@@ -168,10 +168,22 @@ TEST(Cli, GenerateOnCpuStreamsTokenIds) {
   EXPECT_EQ(ids, 5) << r.out;
 }
 
+// What generate printed on stdout and stderr without its "generate: ..." lines (which side it ran
+// on, the summary with its timings): the streamed tokens.
+std::string streamed(const Result& r) {
+  std::istringstream in(r.out);
+  std::string line, out;
+  while (std::getline(in, line))
+    if (line.rfind("generate: ", 0) != 0) out += line + "\n";
+  return out;
+}
+
 TEST(Cli, GenerateIsDeterministicWhenGreedy) {
   const std::string args = "generate --cpu --ignore-eos --model " + tiny_checkpoint().string() +
                            " --prompt-ids 4,5 --max-new-tokens 4";
-  EXPECT_EQ(run_cli(args).out, run_cli(args).out);
+  const Result one = run_cli(args), two = run_cli(args);
+  EXPECT_EQ(count_lines(streamed(one)), 4) << one.out;
+  EXPECT_EQ(streamed(one), streamed(two));
 }
 
 // --tp on the CPU oracle: the tensor-parallel ranks in one process give the same tokens; a split
@@ -182,7 +194,8 @@ TEST(Cli, GenerateTensorParallelOnTheCpuOracle) {
   const Result one = run_cli(args), two = run_cli(args + " --tp 2");
   ASSERT_EQ(one.status, 0) << one.out;
   ASSERT_EQ(two.status, 0) << two.out;
-  EXPECT_EQ(one.out, two.out);
+  EXPECT_EQ(count_lines(streamed(one)), 8) << one.out;
+  EXPECT_EQ(streamed(one), streamed(two));
   expect_one_line_error(run_cli(args + " --tp 4"), "num_key_value_heads");
   expect_one_line_error(run_cli(args + " --tp 2 --tp-rank 1"), "--tp-rank");
   expect_one_line_error(run_cli(args + " --tp 0"), "--tp: expected 1..64");
