@@ -343,8 +343,8 @@ bool prefill_attention_flash_supported(const PrefillAttentionParams& p) {
   return p.head_dim == 64 || p.head_dim == 128;
 }
 
-int prefill_attention_flash_block_q(const PrefillAttentionParams& p) {
-  return p.head_dim == 128 && p.t >= PREFILL_FLASH_BQ128_MIN_TOKENS ? 128 : 64;
+int prefill_attention_flash_block_q(const PrefillAttentionParams&) {
+  return 64;
 }
 
 cudaError_t launch_prefill_attention_flash(const PrefillAttentionParams& p, int block_q) {

@@ -15,18 +15,15 @@ namespace megaops {
 
 // Keys per shared-memory tile of the tensor-core kernel.
 constexpr int PREFILL_FLASH_BK = 64;
-// From this many tokens a head_dim 128 launch takes 128 query rows a CTA by default, else 64.
-// 128 loads each K / V tile once for twice the rows (half the L2 traffic: 128 FLOP a byte instead
-// of 64) with the same warps an SM at head_dim 128, but half the CTAs, so short prompts fill the
-// GPU worse; at head_dim 64 its register cap spills, so 64 stays the default there. A guess until
-// bench-attention has timed both (its flash-64 / flash-128 rows).
-constexpr int PREFILL_FLASH_BQ128_MIN_TOKENS = 2048;
 
 // Whether launch_prefill_attention_flash runs p on the tensor-core kernel (head_dim 64 or 128);
 // otherwise it forwards p to launch_prefill_attention.
 bool prefill_attention_flash_supported(const PrefillAttentionParams& p);
 
-// The query rows a CTA takes by default (64 or 128), from p.t.
+// The query rows a CTA takes by default: 64. 128 rows load each K / V tile once for twice the rows
+// (half the L2 traffic), but half the CTAs fill the GPU worse, and on the H200 128 was slower at
+// every length bench-attention timed (1k-16k tokens, head_dim 64 and 128, 1-18%; docs/perf-notes.md
+// "Prefill kernels, standalone"). block_q = 128 stays selectable.
 int prefill_attention_flash_block_q(const PrefillAttentionParams& p);
 
 // Same params, validation and results (bf16 rounding aside) as launch_prefill_attention.
