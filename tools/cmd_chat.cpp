@@ -39,7 +39,7 @@ Runner add_chat(CLI::App& app) {
                  "0 = greedy (default: generation_config.json's when it samples, else 0)");
   app.add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = off)");
   app.add_option("--top-p", o->top_p, "nucleus sampling threshold (1 = off)");
-  app.add_option("--seed", o->seed, "sampling seed");
+  add_seed_option(app, o->seed, "sampling seed");
   app.add_option("--stop", o->stop, "stop string (repeatable); the reply ends before it");
   app.add_option("--chat-template-kwargs", o->template_kwargs,
                  "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'");

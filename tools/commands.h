@@ -97,10 +97,6 @@ void check_chain_options(const ChainOptions& o, const std::string& prefix);
 int context_length(const std::string& options, std::initializer_list<int64_t> parts,
                    int max_positions, const std::string& model);
 
-// Throws InputError naming the option unless temperature is finite and >= 0 (0 = greedy),
-// top_k >= 0 (0 = off) and 0 < top_p <= 1 (1 = off).
-void check_sampling_options(float temperature, int top_k, float top_p);
-
 // Registers --seed on `app`: a decimal integer in 0..2^64-1 into `seed`; anything else (a sign, a
 // value past 2^64-1, trailing text) is a usage error naming --seed.
 CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help);

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -135,18 +134,6 @@ int context_length(const std::string& options, std::initializer_list<int64_t> pa
                           std::to_string(max_positions) + " (max_position_embeddings of " + model +
                           ")");
   return static_cast<int>(total);
-}
-
-void check_sampling_options(float temperature, int top_k, float top_p) {
-  if (!std::isfinite(temperature) || temperature < 0)
-    throw_input_error(
-        "--temperature", "",
-        "expected a finite value >= 0 (0 = greedy), found " + std::to_string(temperature));
-  if (top_k < 0)
-    throw_input_error("--top-k", "", "expected >= 0 (0 = off), found " + std::to_string(top_k));
-  if (!(top_p > 0 && top_p <= 1))
-    throw_input_error("--top-p", "",
-                      "expected a value in (0, 1] (1 = off), found " + std::to_string(top_p));
 }
 
 CLI::Option* add_seed_option(CLI::App& app, uint64_t& seed, const std::string& help) {

@@ -2,6 +2,7 @@
 #include "text_session.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "commands.h"
@@ -90,6 +91,18 @@ class GpuGenerator : public TokenGenerator {
 
 }  // namespace
 
+void check_sampling_options(float temperature, int top_k, float top_p) {
+  if (!std::isfinite(temperature) || temperature < 0)
+    throw_input_error(
+        "--temperature", "",
+        "expected a finite value >= 0 (0 = greedy), found " + std::to_string(temperature));
+  if (top_k < 0)
+    throw_input_error("--top-k", "", "expected >= 0 (0 = off), found " + std::to_string(top_k));
+  if (!(top_p > 0 && top_p <= 1))
+    throw_input_error("--top-p", "",
+                      "expected a value in (0, 1] (1 = off), found " + std::to_string(top_p));
+}
+
 SamplingOptions resolve_sampling(const GenerationConfig& g, float temperature, int top_k,
                                  float top_p, uint64_t seed) {
   SamplingOptions s;
@@ -100,11 +113,7 @@ SamplingOptions resolve_sampling(const GenerationConfig& g, float temperature, i
   s.top_k = top_k >= 0 ? top_k : sample_by_default ? g.top_k.value_or(0) : 0;
   s.top_p = top_p >= 0 ? top_p : sample_by_default ? g.top_p.value_or(1.0f) : 1.0f;
   s.seed = seed;
-  if (!(s.temperature >= 0) || s.temperature > 1e6f)
-    throw_input_error("--temperature", "", "expected a finite value >= 0 (0 = greedy)");
-  if (!(s.top_p > 0 && s.top_p <= 1))
-    throw_input_error("--top-p", "",
-                      "expected a value in (0, 1], found " + std::to_string(s.top_p));
+  check_sampling_options(s.temperature, s.top_k, s.top_p);
   return s;
 }
 

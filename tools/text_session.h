@@ -21,6 +21,10 @@ struct SamplingOptions {
   uint64_t seed = 0;
 };
 
+// Throws InputError naming the option unless temperature is finite and >= 0 (0 = greedy),
+// top_k >= 0 (0 = off) and 0 < top_p <= 1 (1 = off).
+void check_sampling_options(float temperature, int top_k, float top_p);
+
 // Sampling as vLLM chooses it: an option given on the command line (negative: not given), else
 // generation_config.json's value when it samples (do_sample), else greedy. Throws InputError
 // naming the option on a value out of range.
