@@ -107,11 +107,12 @@ SamplingOptions resolve_sampling(const GenerationConfig& g, float temperature, i
                                  float top_p, uint64_t seed) {
   SamplingOptions s;
   const bool sample_by_default = g.do_sample.value_or(false);
-  s.temperature = temperature >= 0    ? temperature
-                  : sample_by_default ? g.temperature.value_or(1.0f)
-                                      : 0.0f;
-  s.top_k = top_k >= 0 ? top_k : sample_by_default ? g.top_k.value_or(0) : 0;
-  s.top_p = top_p >= 0 ? top_p : sample_by_default ? g.top_p.value_or(1.0f) : 1.0f;
+  // Only the sentinel means "not given": NaN or another negative value is checked and refused.
+  s.temperature = temperature != -1.0f ? temperature
+                  : sample_by_default  ? g.temperature.value_or(1.0f)
+                                       : 0.0f;
+  s.top_k = top_k != -1 ? top_k : sample_by_default ? g.top_k.value_or(0) : 0;
+  s.top_p = top_p != -1.0f ? top_p : sample_by_default ? g.top_p.value_or(1.0f) : 1.0f;
   s.seed = seed;
   check_sampling_options(s.temperature, s.top_k, s.top_p);
   return s;

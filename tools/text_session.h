@@ -25,9 +25,9 @@ struct SamplingOptions {
 // top_k >= 0 (0 = off) and 0 < top_p <= 1 (1 = off).
 void check_sampling_options(float temperature, int top_k, float top_p);
 
-// Sampling as vLLM chooses it: an option given on the command line (negative: not given), else
+// Sampling as vLLM chooses it: an option given on the command line (-1: not given), else
 // generation_config.json's value when it samples (do_sample), else greedy. Throws InputError
-// naming the option on a value out of range.
+// naming the option on any other value out of range (NaN, -2, top-p 0 ...), never a default.
 SamplingOptions resolve_sampling(const GenerationConfig& g, float temperature, int top_k,
                                  float top_p, uint64_t seed);
 

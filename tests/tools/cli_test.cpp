@@ -234,6 +234,12 @@ TEST(Cli, GenerateRejectsBadSamplingAndLengths) {
     EXPECT_EQ(r.status, 2) << seed << ": " << r.out;
     EXPECT_NE(r.out.find("--seed"), std::string::npos) << seed << ": " << r.out;
   }
+  // chat resolves its sampling against generation_config.json (-1: not given) with the same check.
+  expect_each_bad_option("chat --model " + tiny_checkpoint().string() + " < /dev/null",
+                         {{"--temperature nan", "--temperature: expected a finite value >= 0"},
+                          {"--temperature -2", "--temperature"},
+                          {"--top-k -5", "--top-k: expected >= 0"},
+                          {"--top-p nan", "--top-p: expected a value in (0, 1]"}});
   const Result ok = run_cli(gen +
                             " --seed 18446744073709551615 --temperature 0.7 --top-k 3 "
                             "--top-p 0.9 --max-new-tokens 2 --ignore-eos");
