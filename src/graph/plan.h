@@ -1,0 +1,104 @@
+// The plan: every choice that shapes a decode step (the backend, its PDL setting, the overlap
+// step's streams and regions, the chain's folds and waits, the matmul dispatch) and how prefill
+// runs, as one versioned JSON object that every command running a decode step accepts
+// (`--plan FILE`) and `megaops plan` writes. Plain data: runtime/plan_options.h turns a plan into
+// ExecutorOptions and back. docs/plan-format.md documents the format field by field.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace megaops {
+
+constexpr const char* PLAN_FORMAT = "megaops-plan";
+constexpr int PLAN_VERSION = 1;
+
+// How decode steps run. PdlChain is the overlap step on one stream with every own kernel launched
+// with PDL (ExecutorOptions::overlap_pdl_chain); Overlap is the multi-stream tile overlap.
+enum class PlanBackend { Conventional, PdlChain, Overlap };
+
+const char* plan_backend_name(PlanBackend b);  // "conventional", "pdl_chain", "overlap"
+
+struct PlanRegion {
+  std::string first_op;  // the executor's op name ("embedding", "layer 3 o_proj")
+  bool serial = false;   // one op at a time on one stream, full grids
+};
+
+// The defaults are ExecutorOptions' (runtime/executor_options.h), field by field.
+struct PlanFolds {
+  bool norms = true;
+  bool silu = true;
+  int silu_epilogue_min_inter = 8192;  // negative: never; 0: wherever gate_up streams
+  bool rope = true;
+};
+
+struct PlanMatmul {
+  std::string path = "auto";  // auto, small, stream, cublaslt, stream-for-small
+  std::vector<std::pair<int, int>> stream_shapes;  // (n, k) put on the streaming kernel
+  int stream_stages = 0;               // 0 (the kernel's own) or MATMUL_STREAM_STAGES_MIN..MAX
+  std::string stream_kernel = "auto";  // auto (bulk where the GPU has it), ring, bulk
+  bool l2_evict_first = true;
+  bool tune = false;
+};
+
+struct PlanDecode {
+  PlanBackend backend = PlanBackend::Conventional;
+  bool pdl = false;                 // conventional only
+  int overlap_streams = 3;          // 1..8; the PDL chain runs on 1
+  std::vector<PlanRegion> regions;  // overlap only; empty: one overlap region
+  PlanFolds folds;                  // the PDL chain's
+  bool chain_counter_waits = false;
+  bool early_trigger_o_proj = true;
+  bool greedy_in_lm_head = true;
+  bool conventional_arithmetic = true;
+  int vendor_chunks = 1;  // 1..64
+  PlanMatmul matmul;
+};
+
+struct PlanPrefill {
+  std::string path = "layers";  // layers or graph (core/run_options.h, PrefillPath)
+  int chunk = 2048;             // most tokens per prefill chunk, >= 1
+};
+
+struct Plan {
+  std::string model;  // informational (bench takes it when no --model / --preset is given)
+  int batch = 1;      // the batch it was made for, 1..64
+  std::string objective = "step";  // step or ttft
+  std::string source;              // who made it: "megaops plan ...", "default for batch 1", ...
+  double predicted_us = -1;        // the planner's prediction; -1: none
+  PlanDecode decode;
+  PlanPrefill prefill;
+};
+
+// Field by field (plan.cpp is C++20, the header stays C++17 for nvcc).
+bool operator==(const Plan& a, const Plan& b);
+
+// Reads a plan. Strict: an unknown key, a wrong type, an out-of-range value, a wrong format or
+// version, an unknown backend, or a field the backend does not take (pdl outside conventional,
+// regions outside overlap, more than one stream in the chain) is an InputError
+// "<origin>: <field path>: expected ..., found ...". Every field but format and version is
+// optional and defaults to the struct's value.
+Plan parse_plan(const std::string& text, const std::string& origin);
+
+// The plan as JSON with every field, in a stable order; parse_plan(plan_to_json(p)) == p.
+std::string plan_to_json(const Plan& p);
+
+// Where the defaults were measured (a bench results folder), named in their source.
+constexpr const char* DEFAULT_PLAN_EVIDENCE = "bench/results/2026-12-04-s27-call4";
+
+// The fastest measured configuration for a batch size (see plan.cpp for the measurements).
+Plan default_plan(int batch);
+
+// One short line: "pdl chain, folds norms+silu+rope", "conventional, pdl on",
+// "overlap W=3, 4 regions".
+std::string describe(const Plan& p);
+
+// Checks the regions' first ops against `op_names`, the executor's overlap op names in step order
+// (the last one, step_advance, cannot start a region): each must exist, the first must be
+// op_names[0] and each must come after the one before. InputError
+// "<origin>: decode.regions[i].first_op: ..." naming the op.
+void check_plan_regions(const Plan& p, const std::string& origin,
+                        const std::vector<std::string>& op_names);
+
+}  // namespace megaops
