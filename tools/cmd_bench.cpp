@@ -18,6 +18,7 @@
 #include "core/run_options.h"
 #include "io/text_file.h"
 #include "models/checkpoint.h"
+#include "models/model_config.h"
 #include "runtime_flags.h"
 #include "tp_launch.h"
 

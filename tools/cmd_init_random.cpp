@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "io/tokenizer_builder.h"
 #include "models/checkpoint.h"
+#include "models/model_config.h"
 
 namespace megaops::cli {
 

@@ -13,6 +13,7 @@
 #include "graph/op_graph.h"
 #include "io/text_file.h"
 #include "models/checkpoint.h"
+#include "models/model_config.h"
 #include "planner/planner.h"
 #include "planner/service_table.h"
 

@@ -17,11 +17,11 @@
 #include <sstream>
 #include <thread>
 
-#include "core/counter_rng.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "io/json_describe.h"
 #include "io/text_file.h"
+#include "models/model_config.h"
 
 namespace megaops {
 namespace {
@@ -78,12 +78,6 @@ std::map<std::string, std::string> read_weight_map(const std::string& path) {
     out[name] = shard;
   }
   return out;
-}
-
-bool is_norm_weight(const std::string& name) {
-  constexpr std::string_view SUFFIX = "norm.weight";
-  return name.size() >= SUFFIX.size() &&
-         name.compare(name.size() - SUFFIX.size(), SUFFIX.size(), SUFFIX) == 0;
 }
 
 size_t spec_numel(const WeightSpec& spec) {
@@ -246,22 +240,16 @@ std::vector<float> Checkpoint::weight_f32(const std::string& name) const {
   return out;
 }
 
+WeightFiller checkpoint_filler(const Checkpoint& ckpt) {
+  return [&ckpt](const WeightSpec& spec, size_t, float* out) {
+    ckpt.weight_to_f32(spec.name, out);  // rejects NaN / Inf as it converts
+  };
+}
+
 size_t Checkpoint::total_bytes() const {
   size_t total = 0;
   for (const auto& [name, t] : weights_) total += t->nbytes;
   return total;
-}
-
-void random_weight_values(const WeightSpec& spec, uint32_t tensor_index, uint64_t seed,
-                          size_t begin, size_t count, float* out) {
-  // Uniform on [-a, a] has std a / sqrt(3); a = 0.02 * sqrt(3) gives the HF initializer's 0.02.
-  const bool norm = is_norm_weight(spec.name);
-  const float scale = norm ? 0.1f : 0.02f * std::sqrt(3.0f);
-  const float offset = norm ? 1.0f : 0.0f;
-  for (size_t i = 0; i < count; ++i) {
-    const float u = counter_uniform(seed, tensor_index, begin + i);
-    out[i] = offset + (u * 2.0f - 1.0f) * scale;
-  }
 }
 
 void write_random_checkpoint(const ModelConfig& cfg, const std::string& dir, uint64_t seed,

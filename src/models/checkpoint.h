@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "graph/model_config.h"
 #include "io/safetensors.h"
-#include "models/model_config.h"
 
 namespace megaops {
 
@@ -40,16 +40,14 @@ class Checkpoint {
   std::vector<std::pair<std::string, const TensorView*>> weights_;  // sorted by name
 };
 
-// Fills `out` (numel floats) with the deterministic random values of weight `spec` (index
-// `tensor_index` in expected_weights order) for `seed`: counter-based, so any slice can be produced
-// independently and in parallel. Norm weights are 1 + small noise; everything else is
-// uniform with std 0.02.
-void random_weight_values(const WeightSpec& spec, uint32_t tensor_index, uint64_t seed,
-                          size_t begin, size_t count, float* out);
+// A filler that converts `ckpt`'s weights to fp32 (NaN / Inf rejected as they convert), for
+// make_executor; `ckpt` must outlive it.
+WeightFiller checkpoint_filler(const Checkpoint& ckpt);
 
-// Writes a complete HF-format checkpoint for `cfg` with random weights (see random_weight_values):
-// config.json plus safetensors in `dtype`, sharded with an index file when larger than
-// max_shard_bytes. `progress` (may be empty) is called with bytes written so far and total.
+// Writes a complete HF-format checkpoint for `cfg` with random weights (see random_weight_values
+// in graph/model_config.h): config.json plus safetensors in `dtype`, sharded with an index file
+// when larger than max_shard_bytes. `progress` (may be empty) is called with bytes written so far
+// and total.
 void write_random_checkpoint(const ModelConfig& cfg, const std::string& dir, uint64_t seed,
                              DType dtype, size_t max_shard_bytes,
                              const std::function<void(size_t, size_t)>& progress);

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "graph/tensor_parallel.h"
 #include "models/checkpoint.h"
-#include "models/tensor_parallel.h"
 #include "reference/ops.h"
 
 namespace megaops::ref {

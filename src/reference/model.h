@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "models/model_config.h"
+#include "graph/model_config.h"
 
 namespace megaops {
 class Checkpoint;
@@ -28,7 +28,7 @@ Weights load_weights(const Checkpoint& ckpt);
 
 // One sequence's state: its KV cache and position. Several Models may share one Weights.
 //
-// With tp > 1 the forward runs as `tp` tensor-parallel ranks (models/tensor_parallel.h), each on
+// With tp > 1 the forward runs as `tp` tensor-parallel ranks (graph/tensor_parallel.h), each on
 // its shard of the weights and its kv heads' cache, the row-parallel partial outputs added (the
 // all-reduce, in rank order) and the vocab-parallel logits gathered: the CPU oracle of the TP
 // executors (issue 6). tp = 1 is the plain model. Throws InputError when tp does not divide the

@@ -1,25 +1,18 @@
 // The executor facade (runtime/conventional.h): the public API over the shared core
 // (runtime/executor_core.h) — prefill, decode steps with the host one step behind, the runtime
-// switches — and the weight fillers. Which backend records a decode step is the core's
+// switches — and the random weight filler. Which backend records a decode step is the core's
 // (graph_cache.cu's graph_for, enqueue_step below).
 #include <algorithm>
 #include <utility>
 
 #include "core/parallel.h"
 #include "core/tokens.h"
-#include "models/checkpoint.h"
 #include "runtime/conventional.h"
 #include "runtime/executor_core.h"
 #include "runtime/overlap.h"
 #include "runtime/tp.h"
 
 namespace megaops {
-
-WeightFiller checkpoint_filler(const Checkpoint& ckpt) {
-  return [&ckpt](const WeightSpec& spec, size_t, float* out) {
-    ckpt.weight_to_f32(spec.name, out);  // rejects NaN / Inf as it converts
-  };
-}
 
 WeightFiller random_filler(uint64_t seed) {
   return [seed](const WeightSpec& spec, size_t index, float* out) {

@@ -17,20 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "graph/model_config.h"
 #include "io/chrome_trace.h"
-#include "models/model_config.h"
 #include "runtime/executor_options.h"
 
 namespace megaops {
 
-class Checkpoint;
-
-// Fills `out` (numel floats) with the values of weight `spec`; used to upload weights from a
-// checkpoint or from a deterministic random preset without materialising fp32 copies of the whole
-// model.
-using WeightFiller = std::function<void(const WeightSpec& spec, size_t tensor_index, float* out)>;
-
-WeightFiller checkpoint_filler(const Checkpoint& ckpt);
+// The weights of the deterministic random model for `seed` (random_weight_values,
+// graph/model_config.h). A checkpoint's weights: checkpoint_filler (models/checkpoint.h).
 WeightFiller random_filler(uint64_t seed);
 
 class Executor {

@@ -39,7 +39,7 @@ struct ExecutorOptions {
   // the production rule, the rest developer knobs for measuring the paths in situ.
   MatmulSettings matmul;
 
-  // Tensor parallelism (issue 6, models/tensor_parallel.h): this executor is rank tp_rank of tp
+  // Tensor parallelism (issue 6, graph/tensor_parallel.h): this executor is rank tp_rank of tp
   // and computes with its shard of the weights (heads, kv heads, intermediate features, LM head
   // rows); the O and down projections' partial outputs are all-reduced and the logits gathered
   // over tp_comm (an ncclComm_t of runtime/tp_comm.h), so every rank samples the same tokens.

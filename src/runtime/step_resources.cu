@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "core/parallel.h"
-#include "models/tensor_parallel.h"
+#include "graph/tensor_parallel.h"
 #include "runtime/executor_core.h"
 #include "runtime/overlap.h"
 #include "runtime/tp.h"
@@ -143,7 +143,7 @@ void ExecutorCore::upload_weights(const ModelConfig& model, const WeightFiller& 
     const std::string& name = spec.name;
     const int64_t rows = spec.shape[0], cols = spec.shape.size() > 1 ? spec.shape[1] : 1;
     if (comm != nullptr) {
-      // This rank's shard (models/tensor_parallel.h); a tied table also gives the LM head rows.
+      // This rank's shard (graph/tensor_parallel.h); a tied table also gives the LM head rows.
       if (name == "model.embed_tokens.weight" && model.tie_word_embeddings)
         upload(tp_cut(f32, rows, cols, tp_slice(model, tp_part, name, /*as_lm_head=*/true)),
                lm_head);

@@ -1,12 +1,12 @@
-// Tensor parallelism (ExecutorOptions::tp, issue 6, models/tensor_parallel.h): this executor is
+// Tensor parallelism (ExecutorOptions::tp, issue 6, graph/tensor_parallel.h): this executor is
 // rank tp_rank of tp and computes with its shard of the weights; the O and down projections'
 // partial outputs are added over the ranks (an NCCL all-reduce, or TpReduce::Peer: one kernel
 // reading the other ranks' partials through CUDA IPC) and the LM head's rows gathered, so every
 // rank samples the same tokens.
 #include <cstring>
 
+#include "graph/tensor_parallel.h"
 #include "kernels/tp_reduce.cuh"
-#include "models/tensor_parallel.h"
 #include "runtime/executor_core.h"
 #include "runtime/tp.h"
 #include "runtime/tp_comm.h"

@@ -1,4 +1,4 @@
-// Tensor parallelism's own state (ExecutorOptions::tp, models/tensor_parallel.h): the peer
+// Tensor parallelism's own state (ExecutorOptions::tp, graph/tensor_parallel.h): the peer
 // reduce of TpReduce::Peer (kernels/tp_reduce.cuh). The functions are ExecutorCore's
 // (runtime/executor_core.h), in tp.cu: the rank's configuration, the all-reduce and peer reduce
 // of the row-parallel projections, the gathered LM head, the IPC set-up and teardown.

@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "io/text_file.h"
+#include "models/model_config.h"
 #include "test_util.h"
 
 namespace megaops {

@@ -17,7 +17,7 @@
 #include "core/dtype.h"
 #include "core/parallel.h"
 #include "gpu_test_util.h"
-#include "models/model_config.h"
+#include "graph/model_config.h"
 #include "reference/ops.h"
 
 namespace megaops::testing {

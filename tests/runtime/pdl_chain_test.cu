@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "gpu_test_util.h"
+#include "models/model_config.h"
 #include "overlap_test_util.h"
 #include "runtime/conventional.h"
 #include "test_util.h"

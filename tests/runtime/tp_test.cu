@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "gpu_test_util.h"
 #include "kernels/tp_reduce.cuh"
+#include "models/model_config.h"
 #include "runtime/conventional.h"
 #include "runtime/tp_comm.h"
 #include "sync/error_record.h"

@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "io/text_file.h"
 #include "models/checkpoint.h"
+#include "models/model_config.h"
 #include "tools/cli_util.h"
 
 namespace megaops {

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "models/checkpoint.h"
+#include "models/model_config.h"
 #include "tools/cli_util.h"
 
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "models/model_config.h"
+#include "graph/model_config.h"
 
 namespace megaops {
 

@@ -1,5 +1,5 @@
 // See tensor_parallel.h.
-#include "models/tensor_parallel.h"
+#include "graph/tensor_parallel.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
-// The tensor-parallel partition (models/tensor_parallel.h) and the CPU oracle that runs it
+// The tensor-parallel partition (graph/tensor_parallel.h) and the CPU oracle that runs it
 // (reference/model.h with tp > 1): shards cover every row and column exactly once, bad splits
 // get one-line errors, and a TP forward over 2 and 4 ranks gives the logits of the whole model
 // (up to fp32 summation order) through prefill and decode, tied and untied embeddings, with and
 // without Qwen3's q/k norms, and an LM head whose rows do not divide evenly.
-#include "models/tensor_parallel.h"
+#include "graph/tensor_parallel.h"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 #include <random>
 
 #include "models/checkpoint.h"
+#include "models/model_config.h"
 #include "reference/model.h"
 #include "reference/ops.h"
 #include "test_util.h"
