@@ -47,14 +47,6 @@ ALLOWED_BACK_EDGES = {
         "issue); the planner's service table (planner/service_table.cpp) must then be handed "
         "that graph instead of rebuilding one from a profile's shapes, and tools/"
         "cmd_bench_matmul.cpp (owned by other work) include the new header",
-    ("src/runtime/executor_options.h", "reference/ops.h"):
-        "the executor's sampling options are the oracle's ref::SamplingParams; the parameters "
-        "belong in core/, shared by the sampler kernels and the oracle (runtime/ is being split "
-        "into executors by other work, which owns these files)",
-    ("src/runtime/executor.h", "io/chrome_trace.h"):
-        "take_overlap_trace returns io's TraceEvent records; the record type belongs in core/ "
-        "(or runtime/), with tools/ writing the trace file (runtime/ is owned by the executor "
-        "split)",
     ("src/runtime/tp_comm.cpp", "io/rendezvous.h"):
         "the NCCL communicator meets its ranks through io's rendezvous file; the rendezvous "
         "belongs to the caller (tools/tp_launch) once the communicator takes a unique id "

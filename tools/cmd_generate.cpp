@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/run_options.h"
+#include "core/sampling.h"
 #include "core/tokens.h"
 #include "graph/tensor_parallel.h"
 #include "models/checkpoint.h"
@@ -96,7 +97,7 @@ int run_cpu(const GenerateOpts& o, GenerateState& st, const Checkpoint& ckpt,
   std::fprintf(stderr, "generate: %s; running on the CPU oracle (fp32, slow)\n",
                gpu_available() ? "--cpu given" : "no CUDA device");
   ref::Model model(w, max_seq, o.tp.tp);  // --tp: the CPU oracle's tensor-parallel ranks
-  ref::SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
+  SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
   start_clock(st);
   std::vector<float> logits = model.forward(prompt);
   const int vocab = ckpt.config().vocab_size;

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/sampling.h"
 #include "reference/model.h"
 #include "reference/ops.h"
 
@@ -58,7 +59,7 @@ class CpuGenerator : public TokenGenerator {
 
   ref::Weights weights_;
   ref::Model model_;
-  ref::SamplingParams params_;
+  SamplingParams params_;
   int vocab_;
   uint32_t step_ = 0;
   int last_ = -1;             // sampled, not yet in the KV cache

@@ -7,17 +7,9 @@
 #include <string>
 #include <vector>
 
-namespace megaops {
+#include "core/trace_event.h"
 
-// One CTA of one op: waited for its producers over [wait_start, wait_end), worked over
-// [wait_end, work_end). Times in ns of the GPU's global timer.
-struct TraceEvent {
-  std::string op;
-  uint32_t op_index = 0;  // position of the op in the step
-  uint32_t block = 0;     // linear CTA index within the op's grid
-  uint32_t smid = 0;
-  uint64_t wait_start_ns = 0, wait_end_ns = 0, work_end_ns = 0;
-};
+namespace megaops {
 
 struct TraceMeta {
   std::string model, gpu, backend;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/sampling.h"
 #include "core/tokens.h"
 
 namespace megaops::ref {
@@ -45,20 +46,11 @@ void attention_prefill(const float* q, const float* k_cache, const float* v_cach
 // of NaN gives 0. (sample, not argmax, is the samplers' definition: no token for a row with NaN.)
 int argmax(const float* logits, int n);
 
-// Sampling parameters. temperature <= 0 means greedy. top_k <= 0 disables top-k; top_p >= 1
-// disables top-p.
-struct SamplingParams {
-  float temperature = 1.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  uint64_t seed = 0;
-};
-
 // A uniform number in [0, 1) for (seed, sequence, step): counter-based, so the GPU sampler draws
 // the same number without shared state.
 float sampling_uniform(uint64_t seed, uint32_t sequence, uint32_t step);
 
-// Samples one token. Definition shared with the GPU sampler:
+// Samples one token (SamplingParams: core/sampling.h). Definition shared with the GPU sampler:
 //   p_i = exp((x_i - max) / T); kept = tokens whose logit is >= the k-th largest logit (ties kept)
 //   and, for top-p, >= the largest threshold v with sum_{x_j >= v} p_j >= top_p * sum_j p_j over
 //   kept tokens; then the first kept index (in index order) whose running sum of p exceeds

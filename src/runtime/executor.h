@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "core/trace_event.h"
 #include "graph/model_config.h"
-#include "io/chrome_trace.h"
 #include "runtime/executor_options.h"
 
 namespace megaops {

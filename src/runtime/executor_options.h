@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/run_options.h"
+#include "core/sampling.h"
 #include "kernels/matmul_settings.h"
-#include "reference/ops.h"
 #include "sync/error_record.h"
 
 namespace megaops {
@@ -25,7 +25,7 @@ struct ExecutorOptions {
   bool pdl = false;                                // programmatic dependent launch for decode steps
   bool debug_sync = false;  // synchronise and check after every op (localises failures)
   // Greedy by default (temperature 0), as `generate` and `bench` run unless told otherwise.
-  ref::SamplingParams sampling{0.0f, 0, 1.0f, 0};
+  SamplingParams sampling{0.0f, 0, 1.0f, 0};
   // Greedy sampling in the LM head's epilogue (MatmulParams::argmax_out), where sampling is greedy,
   // there is no tensor parallelism and the decode step's LM head runs on the bulk streaming kernel
   // (batches 1-2 on sm_90): the sampler then reads one packed argmax a row instead of the logits

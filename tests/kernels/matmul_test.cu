@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/sampling.h"
 #include "gpu_test_util.h"
 #include "kernels/greedy_key.cuh"
 #include "kernels/hbm_read.cuh"
@@ -1081,7 +1082,7 @@ void check_argmax_epilogue(MatmulContext& ctx, int m, int n, int k, bool plant, 
   EXPECT_EQ(first_bit_difference(y, download_floats(plain)), -1) << "the epilogue changed y";
   if (!plant && !poison) expect_matches(pr, fused, "stream-bulk, argmax epilogue");
   const std::vector<unsigned long long> got = packs.download();
-  ref::SamplingParams greedy;
+  SamplingParams greedy;
   greedy.temperature = 0.0f;
   for (int b = 0; b < m; ++b) {
     const int want = ref::sample(y.data() + size_t(b) * n, n, greedy, 0.5f);

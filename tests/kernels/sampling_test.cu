@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "core/sampling.h"
 #include "gpu_test_util.h"
 #include "kernels/greedy_key.cuh"
 #include "kernels/sampling.cuh"
@@ -115,7 +116,7 @@ TEST(Sample, SampledMatchesReference) {
                            std::greater<float>());
           ASSERT_GE(row[tokens[r]], sorted[c.top_k - 1]);
         }
-        ref::SamplingParams params;
+        SamplingParams params;
         params.temperature = c.temperature;
         params.top_k = c.top_k;
         params.top_p = c.top_p;
@@ -141,7 +142,7 @@ TEST(Sample, FullVocabTopP) {
     const uint64_t seed = rng();
     const auto logits = random_logits(static_cast<size_t>(b) * vocab, 4.0f, rng);
     const auto tokens = run_sampler(logits, b, vocab, vocab, 0.9f, 0, top_p, seed, 3, true);
-    ref::SamplingParams params;
+    SamplingParams params;
     params.temperature = 0.9f;
     params.top_p = top_p;
     params.seed = seed;
@@ -206,7 +207,7 @@ TEST(Sample, GreedyPackMaximumIsArgmax) {
       row[std::uniform_int_distribution<size_t>(0, row.size() - 1)(rng)] = r % 2 ? nan : -inf;
     rows.push_back(row);
   }
-  ref::SamplingParams greedy;
+  SamplingParams greedy;
   greedy.temperature = 0.0f;
   int broken_rows = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -246,7 +247,7 @@ TEST(Sample, NonFiniteRowGetsNoToken) {
       const uint64_t seed = rng();
       const auto tokens =
           run_sampler(logits, b, vocab, vocab, temperature, 0, 1.0f, seed, 2, temperature > 0);
-      ref::SamplingParams params;
+      SamplingParams params;
       params.temperature = temperature;
       params.seed = seed;
       for (int r = 0; r < b; ++r) {

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "core/sampling.h"
 #include "gpu_test_util.h"
 #include "kernels/attention.cuh"
 #include "kernels/attention_prefill.cuh"
@@ -931,7 +932,7 @@ void run_lm_head_argmax(const OpCase& c, OpEnv& env) {
   expect_close(got, want, F32_MATMUL_TOL, "y");
   const std::vector<float> y_gpu = y.download();
   const std::vector<int32_t> tokens = d_tokens.download();
-  ref::SamplingParams greedy;
+  SamplingParams greedy;
   greedy.temperature = 0.0f;
   // Tolerance: exact. The pick is over the y the kernel wrote (the oracle's y may order two close
   // logits the other way).
