@@ -47,10 +47,6 @@ ALLOWED_BACK_EDGES = {
         "issue); the planner's service table (planner/service_table.cpp) must then be handed "
         "that graph instead of rebuilding one from a profile's shapes, and tools/"
         "cmd_bench_matmul.cpp (owned by other work) include the new header",
-    ("src/runtime/tp_comm.cpp", "io/rendezvous.h"):
-        "the NCCL communicator meets its ranks through io's rendezvous file; the rendezvous "
-        "belongs to the caller (tools/tp_launch) once the communicator takes a unique id "
-        "(runtime/ is owned by the executor split)",
 }
 
 SOURCE_EXTS = (".h", ".hpp", ".cuh", ".cpp", ".cc", ".cu")

@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "io/rendezvous.h"
 
 extern char** environ;
 
@@ -116,6 +117,9 @@ TpRanks::~TpRanks() {
 }
 
 #ifdef MEGAOPS_HAVE_CUDA
+// How long a joining rank waits for rank 0's NCCL unique id.
+constexpr double RENDEZVOUS_TIMEOUT_S = 120;
+
 std::unique_ptr<TpComm> open_tp_comm(const TpOptions& o) {
   if (o.tp <= 1) return nullptr;
   int devices = 0;
@@ -126,7 +130,21 @@ std::unique_ptr<TpComm> open_tp_comm(const TpOptions& o) {
     throw_input_error(
         "--tp-device", "",
         "expected 0.." + std::to_string(devices - 1) + ", found " + std::to_string(device));
-  return std::make_unique<TpComm>(o.tp, o.rank, device, o.rendezvous, o.job, 120, o.nccl_lib);
+  // Rank 0 creates NCCL's unique id and publishes it through the rendezvous file; the others wait
+  // for it (at most RENDEZVOUS_TIMEOUT_S).
+  std::string id;
+  if (o.rank == 0) {
+    id = nccl_unique_id(o.nccl_lib);
+    rendezvous_publish(o.rendezvous, o.job, id);
+  } else {
+    try {
+      id = rendezvous_wait(o.rendezvous, o.job, NCCL_UNIQUE_ID_BYTES, RENDEZVOUS_TIMEOUT_S);
+    } catch (const Error& e) {
+      throw DeviceError(std::string("tensor parallel rank ") + std::to_string(o.rank) + ": " +
+                        e.what());
+    }
+  }
+  return std::make_unique<TpComm>(o.tp, o.rank, device, id, o.nccl_lib);
 }
 
 void set_tp_options(ExecutorOptions& eo, const TpOptions& o, const TpComm* comm) {

@@ -8,7 +8,6 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
-#include "io/rendezvous.h"
 
 namespace megaops {
 
@@ -34,6 +33,13 @@ NcclApi load_nccl(const std::string& name) {
   return a;  // the library stays loaded for the process
 }
 
+// NVLink multicast (NVLS) off unless the user asked for it: on shared multi-GPU hosts a program
+// that uses it can take the GPUs out of service. NCCL reads the variable at init; ranks started by
+// tools/tp_launch inherit it.
+void disable_nvls_unless_asked() {
+  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+}
+
 }  // namespace
 
 const NcclApi& nccl_api(const std::string& lib) {
@@ -46,36 +52,30 @@ void nccl_check(ncclResult_t r, const char* what) {
     throw DeviceError(std::string(what) + ": " + nccl_api().get_error_string(r));
 }
 
-TpComm::TpComm(int tp, int rank, int device, const std::string& rendezvous, const std::string& job,
-               double timeout_s, const std::string& nccl_lib)
+std::string nccl_unique_id(const std::string& nccl_lib) {
+  disable_nvls_unless_asked();
+  ncclUniqueId id;
+  nccl_check(nccl_api(nccl_lib).get_unique_id(&id), "ncclGetUniqueId");
+  return std::string(reinterpret_cast<const char*>(&id), sizeof(id));
+}
+
+TpComm::TpComm(int tp, int rank, int device, const std::string& unique_id,
+               const std::string& nccl_lib)
     : tp_(tp), rank_(rank) {
   if (tp < 1)
     throw_input_error("tensor parallel", "tp", "expected >= 1, found " + std::to_string(tp));
   if (rank < 0 || rank >= tp)
     throw_input_error("tensor parallel", "rank",
                       "expected 0.." + std::to_string(tp - 1) + ", found " + std::to_string(rank));
-  // NVLink multicast (NVLS) off unless the user asked for it: on shared multi-GPU hosts a program
-  // that uses it can take the GPUs out of service. NCCL reads the variable at init; ranks started
-  // by tools/tp_launch inherit it.
-  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  ncclUniqueId id;
+  if (unique_id.size() != sizeof(id))
+    throw_input_error("tensor parallel", "unique id",
+                      "expected " + std::to_string(sizeof(id)) + " bytes, found " +
+                          std::to_string(unique_id.size()));
+  disable_nvls_unless_asked();
   const NcclApi& nccl = nccl_api(nccl_lib);
   MEGAOPS_CUDA_CHECK(cudaSetDevice(device));
-  ncclUniqueId id;
-  if (tp == 1) {
-    nccl_check(nccl.get_unique_id(&id), "ncclGetUniqueId");
-  } else if (rank == 0) {
-    nccl_check(nccl.get_unique_id(&id), "ncclGetUniqueId");
-    rendezvous_publish(rendezvous, job,
-                       std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
-  } else {
-    try {
-      const std::string blob = rendezvous_wait(rendezvous, job, sizeof(id), timeout_s);
-      std::memcpy(&id, blob.data(), sizeof(id));
-    } catch (const Error& e) {
-      throw DeviceError(std::string("tensor parallel rank ") + std::to_string(rank) + ": " +
-                        e.what());
-    }
-  }
+  std::memcpy(&id, unique_id.data(), sizeof(id));
   nccl_check(nccl.comm_init_rank(&comm_, tp, id, rank), "ncclCommInitRank");
 }
 

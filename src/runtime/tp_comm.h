@@ -1,8 +1,9 @@
 // The NCCL communicator of one tensor-parallel rank (issue 6). NCCL is loaded at run time (dlopen
 // of libnccl.so.2, or the library the caller names), so the megaops binaries start without it
-// wherever no tensor parallelism is asked for. Rank 0 creates NCCL's unique id and publishes it
-// through a rendezvous file (io/rendezvous.h, so one path spans hosts); every rank then joins with
-// ncclCommInitRank on device `device`.
+// wherever no tensor parallelism is asked for. Rank 0 creates NCCL's unique id (nccl_unique_id)
+// and the caller hands it to the other ranks (tools/tp_launch: through a rendezvous file,
+// io/rendezvous.h, so one path spans hosts); every rank then joins with ncclCommInitRank on device
+// `device`.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,12 +35,17 @@ const NcclApi& nccl_api(const std::string& lib = "");
 // Throws DeviceError("<what>: <NCCL's message>") unless r is ncclSuccess.
 void nccl_check(ncclResult_t r, const char* what);
 
+// A new NCCL unique id for a job (NCCL_UNIQUE_ID_BYTES bytes), from the library nccl_api(nccl_lib)
+// loads. Throws DeviceError on NCCL failures.
+std::string nccl_unique_id(const std::string& nccl_lib = "");
+
 class TpComm {
  public:
-  // Throws InputError on tp < 1 or rank outside [0, tp); DeviceError on NCCL or rendezvous
-  // failures (naming the path and the job). nccl_lib: the NCCL library to load (nccl_api).
-  TpComm(int tp, int rank, int device, const std::string& rendezvous, const std::string& job,
-         double timeout_s = 120, const std::string& nccl_lib = "");
+  // Joins the job whose NCCL unique id (nccl_unique_id, rank 0's) is `unique_id`. Throws
+  // InputError on tp < 1, rank outside [0, tp) or an id of another size; DeviceError on NCCL
+  // failures. nccl_lib: the NCCL library to load (nccl_api).
+  TpComm(int tp, int rank, int device, const std::string& unique_id,
+         const std::string& nccl_lib = "");
   ~TpComm();
   TpComm(const TpComm&) = delete;
   TpComm& operator=(const TpComm&) = delete;

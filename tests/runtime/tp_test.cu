@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "gpu_test_util.h"
+#include "io/rendezvous.h"
 #include "kernels/tp_reduce.cuh"
 #include "models/model_config.h"
 #include "runtime/conventional.h"
@@ -79,7 +80,7 @@ ExecutorOptions options(int batch, bool pdl) {
 TEST(TensorParallelExecutor, OneRankIsTheSingleGpuPath) {
   MEGAOPS_REQUIRE_GPU();
   const uint64_t seed = testing::test_seed();
-  TpComm comm(1, 0, 0, "", "");
+  TpComm comm(1, 0, 0, nccl_unique_id());
   for (const std::string preset : {"tiny-llama3", "tiny-qwen3"})
     for (bool pdl : {false, true})
       for (TpReduce reduce : {TpReduce::Nccl, TpReduce::Peer}) {
@@ -177,7 +178,7 @@ TEST(TensorParallelExecutor, RejectsBadOptions) {
   o.tp = 2;
   testing::expect_input_error([&] { ConventionalExecutor(cfg, random_filler(1), o); },
                               {"tp_comm", "tp = 2"});
-  TpComm comm(1, 0, 0, "", "");
+  TpComm comm(1, 0, 0, nccl_unique_id());
   o = options(1, false);
   o.tp_comm = comm.comm();
   o.backend = DecodeBackend::Overlap;
@@ -193,7 +194,8 @@ TEST(TensorParallelExecutor, RejectsBadOptions) {
     testing::expect_input_error([&] { ex.set_prefill_path(PrefillPath::DecodeGraph); },
                                 {"prefill_path", "tensor parallelism"});
   }
-  testing::expect_input_error([] { TpComm(2, 2, 0, "", ""); }, {"rank", "expected 0..1"});
+  testing::expect_input_error([] { TpComm(2, 2, 0, ""); }, {"rank", "expected 0..1"});
+  testing::expect_input_error([] { TpComm(2, 1, 0, "short"); }, {"unique id", "found 5"});
   o = options(1, false);
   o.tp_reduce = TpReduce::Peer;
   testing::expect_input_error([&] { ConventionalExecutor(cfg, random_filler(1), o); },
@@ -209,8 +211,17 @@ TEST(TensorParallelExecutor, RankWorker) {
   const std::string preset = std::getenv("MEGAOPS_TP_WORKER_PRESET");
   const uint64_t seed = std::strtoull(std::getenv("MEGAOPS_TP_WORKER_SEED"), nullptr, 10);
   const ModelConfig cfg = preset_config(preset);
-  TpComm comm(2, rank, rank, std::getenv("MEGAOPS_TP_WORKER_RENDEZVOUS"),
-              std::getenv("MEGAOPS_TP_WORKER_JOB"), 60);
+  // Rank 0's NCCL unique id through the rendezvous file, as tools/tp_launch hands it over.
+  const std::string rendezvous = std::getenv("MEGAOPS_TP_WORKER_RENDEZVOUS");
+  const std::string job = std::getenv("MEGAOPS_TP_WORKER_JOB");
+  std::string id;
+  if (rank == 0) {
+    id = nccl_unique_id();
+    rendezvous_publish(rendezvous, job, id);
+  } else {
+    id = rendezvous_wait(rendezvous, job, NCCL_UNIQUE_ID_BYTES, 60);
+  }
+  TpComm comm(2, rank, rank, id);
   ExecutorOptions o = options(3, true);
   o.tp = 2;
   o.tp_rank = rank;
