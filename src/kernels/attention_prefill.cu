@@ -277,19 +277,58 @@ __global__ void __launch_bounds__(WARPS * 32, flash_min_blocks(HD, WARPS))
       }
 
       // O += P V: the score accumulators of key n-tiles 2j, 2j+1 are the A fragment of k-step j.
+      if (warp_min >= 0) {
+        // Every row of the warp is in this run.
 #pragma unroll
-      for (int j = 0; j < KS_PV; ++j) {
-        const uint32_t a[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]),
-                               pack_bf16(s[2 * j][2], s[2 * j][3]),
-                               pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
-                               pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+        for (int j = 0; j < KS_PV; ++j) {
+          const uint32_t a[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]),
+                                 pack_bf16(s[2 * j][2], s[2 * j][3]),
+                                 pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
+                                 pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
 #pragma unroll
-        for (int dp = 0; dp < NT_O / 2; ++dp) {
-          uint32_t b[4];
-          const int key = j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-          ldmatrix_x4_trans(b, smem_u32(vt + swz<HD>(key, dp * 2 + (lane >> 4))));
-          mma_bf16(o[2 * dp], a, b[0], b[1]);
-          mma_bf16(o[2 * dp + 1], a, b[2], b[3]);
+          for (int dp = 0; dp < NT_O / 2; ++dp) {
+            uint32_t b[4];
+            const int key = j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+            ldmatrix_x4_trans(b, smem_u32(vt + swz<HD>(key, dp * 2 + (lane >> 4))));
+            mma_bf16(o[2 * dp], a, b[0], b[1]);
+            mma_bf16(o[2 * dp + 1], a, b[2], b[3]);
+          }
+        }
+      } else {
+        // Some rows of the warp see no key of this run: rows of another sequence (lim -1), or
+        // padding past t. Their P is 0 here, but the mma still multiplies it by this run's V, and
+        // 0 x NaN or Inf is NaN, so one sequence's non-finite values would reach another's
+        // output: those rows keep their O from before each mma, by select. The run's rows take
+        // the same mma sequence as the loop above, so their sums are bit-identical to a warp
+        // that holds only this run. Only warps that straddle a sequence boundary (or the end of
+        // t) come here. Within a run, keys past a row's own position meet P = 0 the same way: a
+        // non-finite value in a sequence's V can reach that sequence's earlier rows, never
+        // another sequence's.
+        const bool keep_lo = lim_lo < 0, keep_hi = lim_hi < 0;
+#pragma unroll
+        for (int j = 0; j < KS_PV; ++j) {
+          const uint32_t a[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]),
+                                 pack_bf16(s[2 * j][2], s[2 * j][3]),
+                                 pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
+                                 pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+#pragma unroll
+          for (int dp = 0; dp < NT_O / 2; ++dp) {
+            uint32_t b[4];
+            const int key = j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+            ldmatrix_x4_trans(b, smem_u32(vt + swz<HD>(key, dp * 2 + (lane >> 4))));
+            float before[2][4];
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) before[h][e] = o[2 * dp + h][e];
+            mma_bf16(o[2 * dp], a, b[0], b[1]);
+            mma_bf16(o[2 * dp + 1], a, b[2], b[3]);
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                o[2 * dp + h][e] = (e < 2 ? keep_lo : keep_hi) ? before[h][e] : o[2 * dp + h][e];
+          }
         }
       }
     }

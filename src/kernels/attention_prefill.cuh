@@ -5,7 +5,8 @@
 // run on
 // mma.sync m16n8k16 bf16 with fp32 accumulation, fed by ldmatrix; softmax is online (base 2,
 // scale folded into the scores). Packed variable-length sequences: a block of 64 tokens that
-// spans several slots runs one pass over the keys per slot, masking the rows of the others.
+// spans several slots runs one pass over the keys per slot, masking the rows of the others; a NaN
+// or Inf in one sequence's q, K or V never reaches another sequence's output.
 // head_dim 64 and 128 take this kernel; other head dims go to launch_prefill_attention.
 #pragma once
 

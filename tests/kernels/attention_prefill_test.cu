@@ -3,116 +3,49 @@
 // in one launch with boundaries inside a 64-token block, prompts that continue a cached prefix,
 // GQA ratios 1, 4 and 8, head_dim 64 and 128 (and the forwarded head dims). Cache rows past each
 // sequence's last position hold NaN, so a read past a query's visible keys fails the test; the
-// output is poisoned with NaN before each launch, so an unwritten element fails it too.
+// output is poisoned with NaN before each launch, so an unwritten element fails it too. A NaN or
+// Inf in one packed sequence's q, K or V must leave the other sequences' outputs bit-identical to
+// their results launched alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "gpu_test_util.h"
 #include "kernels/attention_prefill.cuh"
-#include "reference/ops.h"
+#include "kernels/attention_test_util.h"
 
 namespace megaops {
 namespace {
 
 using testing::DeviceBuffer;
-
-struct Shape {
-  int num_heads, num_kv_heads, head_dim;
-};
-
-// One sequence of a launch: n_q tokens at positions [pos0, pos0 + n_q) of slot.
-struct Seq {
-  int slot, pos0, n_q;
-};
-
-std::string describe(const Shape& s, const std::vector<Seq>& seqs, bool pdl) {
-  std::string name = "H=" + std::to_string(s.num_heads) + " KV=" + std::to_string(s.num_kv_heads) +
-                     " hd=" + std::to_string(s.head_dim) + " pdl=" + std::to_string(pdl) + " seqs:";
-  for (const Seq& q : seqs)
-    name += " (slot " + std::to_string(q.slot) + ", p0 " + std::to_string(q.pos0) + ", n " +
-            std::to_string(q.n_q) + ")";
-  return name;
-}
+using testing::PrefillSeq;
+using Shape = testing::AttentionShape;
 
 // Runs launch_prefill_attention_flash once for each query block (64 and 128 rows a CTA, and the
 // default) on the same inputs and checks every sequence against the reference. Tolerance: bf16
 // output (and P rounded to bf16 before P.V) against fp32, 2e-2 relative per sequence (DESIGN.md).
-void run_case(const Shape& s, const std::vector<Seq>& seqs, int max_batch, int max_seq, bool pdl,
-              std::mt19937_64& rng) {
-  SCOPED_TRACE(describe(s, seqs, pdl));
-  const int hd = s.head_dim;
-  const size_t row = static_cast<size_t>(s.num_kv_heads) * hd;  // cache elements per position
-  const size_t cache_n = static_cast<size_t>(max_batch) * max_seq * row;
-  std::vector<uint16_t> k_bits(cache_n, 0xffff), v_bits(cache_n, 0xffff);  // NaN
-  std::vector<float> k(cache_n, NAN), v(cache_n, NAN);
-  std::vector<int32_t> slots, positions;
-  for (const Seq& q : seqs) {
-    const size_t at = static_cast<size_t>(q.slot) * max_seq * row,
-                 n = static_cast<size_t>(q.pos0 + q.n_q) * row;
-    const auto kb = testing::to_bf16_bits(testing::random_floats(n, -1, 1, rng));
-    const auto vb = testing::to_bf16_bits(testing::random_floats(n, -1, 1, rng));
-    std::copy(kb.begin(), kb.end(), k_bits.begin() + at);
-    std::copy(vb.begin(), vb.end(), v_bits.begin() + at);
-    for (size_t i = 0; i < n; ++i)
-      k[at + i] = bf16_to_float(kb[i]), v[at + i] = bf16_to_float(vb[i]);
-    for (int i = 0; i < q.n_q; ++i) slots.push_back(q.slot), positions.push_back(q.pos0 + i);
-  }
-  const int t = static_cast<int>(slots.size());
-  const size_t token = static_cast<size_t>(s.num_heads) * hd, q_n = t * token;
-  // q in [-5, 5] against k in [-1, 1]: scores q.k / sqrt(hd) of standard deviation ~1.7, so the
-  // softmax is neither flat nor one-hot.
-  const auto q_bits = testing::to_bf16_bits(testing::random_floats(q_n, -5, 5, rng));
-  const auto q = testing::from_bf16_bits(q_bits);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-
-  DeviceBuffer<uint16_t> d_q(q_n), d_k(cache_n), d_v(cache_n), d_out(q_n);
-  DeviceBuffer<int32_t> d_slots(t), d_pos(t);
-  d_q.upload(q_bits);
-  d_k.upload(k_bits);
-  d_v.upload(v_bits);
-  d_slots.upload(slots);
-  d_pos.upload(positions);
-
-  PrefillAttentionParams p;
-  p.q = reinterpret_cast<const bf16*>(d_q.ptr);
-  p.k_cache = reinterpret_cast<const bf16*>(d_k.ptr);
-  p.v_cache = reinterpret_cast<const bf16*>(d_v.ptr);
-  p.slots = d_slots.ptr;
-  p.positions = d_pos.ptr;
-  p.out = reinterpret_cast<bf16*>(d_out.ptr);
-  p.t = t;
-  p.num_heads = s.num_heads;
-  p.num_kv_heads = s.num_kv_heads;
-  p.head_dim = hd;
-  p.max_seq = max_seq;
-  p.scale = scale;
-  p.launch.pdl = pdl;
-
-  std::vector<float> expect(q_n);
-  size_t at = 0;
-  for (const Seq& sq : seqs) {
-    const size_t slot_at = static_cast<size_t>(sq.slot) * max_seq * row;
-    ref::attention_prefill(q.data() + at, k.data() + slot_at, v.data() + slot_at, sq.n_q, sq.pos0,
-                           s.num_heads, s.num_kv_heads, hd, scale, expect.data() + at);
-    at += sq.n_q * token;
-  }
+void run_case(const Shape& s, const std::vector<PrefillSeq>& seqs, int max_batch, int max_seq,
+              bool pdl, std::mt19937_64& rng) {
+  SCOPED_TRACE(testing::describe(s, seqs, pdl));
+  const testing::PrefillInputs in(s, seqs, max_batch, max_seq, rng);
+  testing::PrefillDeviceInputs dev(in, pdl);
+  std::vector<std::vector<float>> expect;
+  for (size_t i = 0; i < seqs.size(); ++i) expect.push_back(in.reference(i));
   for (int block_q : {64, 128, 0}) {
     SCOPED_TRACE("block_q " + std::to_string(block_q));
-    d_out.poison();
-    ASSERT_EQ(launch_prefill_attention_flash(p, block_q), cudaSuccess);
+    dev.out.poison();
+    ASSERT_EQ(launch_prefill_attention_flash(dev.params, block_q), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const auto got = testing::from_bf16_bits(d_out.download());
-    at = 0;
-    for (const Seq& sq : seqs) {
-      const size_t n = sq.n_q * token;
-      EXPECT_LE(testing::rel_error(got.data() + at, expect.data() + at, n), 2e-2)
-          << "slot " << sq.slot;
-      at += n;
-    }
+    const auto got = testing::from_bf16_bits(dev.out.download());
+    for (size_t i = 0; i < seqs.size(); ++i)
+      EXPECT_LE(testing::rel_error(got.data() + in.first_token(i) * in.token(), expect[i].data(),
+                                   expect[i].size()),
+                2e-2)
+          << "slot " << seqs[i].slot;
   }
 }
 
@@ -141,6 +74,177 @@ TEST(PrefillAttentionFlash, PackedSequencesMatchReference) {
     // Several sequences of equal length, as a batched prefill packs them.
     run_case(s, {{0, 0, 100}, {1, 0, 100}, {2, 0, 100}}, 3, 128, true, rng);
   }
+}
+
+// head_dim 64 and 128 at GQA groups 1 and 4, few heads so the CPU reference stays cheap.
+const Shape PACKED_SHAPES[] = {{2, 2, 64}, {8, 2, 64}, {2, 2, 128}, {8, 2, 128}};
+
+TEST(PrefillAttentionFlash, PackedOddLengthsMatchReference) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(testing::test_seed() + 15);
+  for (const Shape& s : PACKED_SHAPES) {
+    // Lengths around the warp (16), block (64, 128) and key tile (64) sizes, packed back to back:
+    // every sequence but the first starts inside a warp's 16 rows.
+    run_case(s,
+             {{0, 0, 1}, {1, 0, 17}, {2, 0, 63}, {3, 0, 64}, {4, 0, 65}, {5, 0, 130}, {6, 0, 257}},
+             7, 320, false, rng);
+    // The same lengths in another order, after cached prefixes (most ending inside a key tile).
+    run_case(s,
+             {{3, 257, 64},
+              {6, 1, 130},
+              {0, 63, 1},
+              {5, 5, 257},
+              {1, 130, 17},
+              {4, 64, 65},
+              {2, 17, 63}},
+             7, 384, true, rng);
+  }
+}
+
+// Which input of one sequence holds non-finite values.
+enum class Poison { KV_NAN, V_INF, Q_NAN };
+
+const char* poison_name(Poison poison) {
+  switch (poison) {
+    case Poison::KV_NAN:
+      return "NaN in K and V";
+    case Poison::V_INF:
+      return "+Inf in V";
+    case Poison::Q_NAN:
+      return "NaN in q";
+  }
+  return "?";
+}
+
+constexpr uint16_t BF16_NAN = 0x7fc0, BF16_INF = 0x7f80;
+
+size_t count_nonfinite(const float* x, size_t n) {
+  return static_cast<size_t>(std::count_if(x, x + n, [](float v) { return !std::isfinite(v); }));
+}
+
+// Sequence `bad` of a packed launch gets `poison` in all its q rows or in all its cache rows
+// (positions [0, pos0 + n_q) of its slot, every kv head): each other sequence must come out
+// finite, within tolerance of the reference and equal to the same kernel's result for that
+// sequence launched alone (before the poison), at 64 and 128 query rows a CTA. The packings put
+// sequence boundaries inside a warp's 16 rows, so rows of the poisoned sequence and of a clean
+// one share the mma tiles of a warp; a kernel that lets P = 0 meet a NaN or Inf of V (0 x NaN =
+// NaN), or that masks scores by multiplying, turns those clean rows into NaN. The poisoned
+// sequence's own outputs must all be non-finite, so the poison is known to have reached the
+// kernel (and not to have been sanitised away).
+void run_isolation_case(const Shape& s, const std::vector<PrefillSeq>& seqs, size_t bad,
+                        Poison poison, std::mt19937_64& rng) {
+  SCOPED_TRACE(testing::describe(s, seqs, false) + "; sequence " + std::to_string(bad) + ": " +
+               poison_name(poison));
+  constexpr int MAX_BATCH = 4, MAX_SEQ = 256;
+  const testing::PrefillInputs in(s, seqs, MAX_BATCH, MAX_SEQ, rng);
+  testing::PrefillDeviceInputs dev(in, false);
+  const size_t token = in.token();
+  const int block_qs[] = {64, 128};
+
+  // Every clean sequence alone: its own slice of q, slots, positions and out.
+  std::vector<std::vector<float>> alone;
+  DeviceBuffer<uint16_t> alone_out(in.q_bits.size());
+  for (int block_q : block_qs) {
+    alone_out.poison();
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (i == bad) continue;
+      const int t0 = in.first_token(i);
+      PrefillAttentionParams p = dev.params;
+      p.q += t0 * token;
+      p.slots += t0;
+      p.positions += t0;
+      p.out = reinterpret_cast<bf16*>(alone_out.ptr) + t0 * token;
+      p.t = seqs[i].n_q;
+      ASSERT_EQ(launch_prefill_attention_flash(p, block_q), cudaSuccess);
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    alone.push_back(testing::from_bf16_bits(alone_out.download()));
+  }
+
+  // The poison, on the device only: the reference and the alone runs keep the clean values.
+  const PrefillSeq& b = seqs[bad];
+  if (poison == Poison::Q_NAN) {
+    std::vector<uint16_t> q_bits = in.q_bits;
+    std::fill_n(q_bits.begin() + in.first_token(bad) * token, b.n_q * token, BF16_NAN);
+    dev.q.upload(q_bits);
+  } else {
+    std::vector<uint16_t> k_bits = in.cache.k_bits, v_bits = in.cache.v_bits;
+    const size_t at = static_cast<size_t>(b.slot) * MAX_SEQ * in.cache.row,
+                 n = static_cast<size_t>(b.pos0 + b.n_q) * in.cache.row;
+    if (poison == Poison::KV_NAN) std::fill_n(k_bits.begin() + at, n, BF16_NAN);
+    std::fill_n(v_bits.begin() + at, n, poison == Poison::KV_NAN ? BF16_NAN : BF16_INF);
+    dev.k.upload(k_bits);
+    dev.v.upload(v_bits);
+  }
+
+  std::vector<std::vector<float>> expect;
+  for (size_t i = 0; i < seqs.size(); ++i)
+    expect.push_back(i == bad ? std::vector<float>() : in.reference(i));
+
+  for (size_t bq = 0; bq < std::size(block_qs); ++bq) {
+    SCOPED_TRACE("block_q " + std::to_string(block_qs[bq]));
+    dev.out.poison();
+    ASSERT_EQ(launch_prefill_attention_flash(dev.params, block_qs[bq]), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto got = testing::from_bf16_bits(dev.out.download());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const size_t at = in.first_token(i) * token, n = seqs[i].n_q * token;
+      const float* out = got.data() + at;
+      if (i == bad) {
+        EXPECT_EQ(count_nonfinite(out, n), n)
+            << "the poisoned sequence (slot " << seqs[i].slot << ") has finite outputs";
+        continue;
+      }
+      EXPECT_EQ(count_nonfinite(out, n), 0u) << "slot " << seqs[i].slot;
+      // Tolerance as in run_case: bf16 against fp32, 2e-2 relative per sequence.
+      EXPECT_LE(testing::rel_error(out, expect[i].data(), n), 2e-2) << "slot " << seqs[i].slot;
+      // Bit-exact against the sequence alone: a row's sums do not depend on which rows share its
+      // CTA or warp (an mma row depends only on that row's operands, and a tile that is wholly
+      // masked for a row leaves its max, sum and O unchanged).
+      const float* own = alone[bq].data() + at;
+      size_t differ = 0, first = n;
+      for (size_t e = 0; e < n; ++e)
+        if (!(out[e] == own[e]) && differ++ == 0) first = e;
+      EXPECT_EQ(differ, 0u) << "slot " << seqs[i].slot << ": first at token "
+                            << (first < n ? static_cast<int>(first / token) : -1) << ", packed "
+                            << (first < n ? out[first] : 0.f) << " vs alone "
+                            << (first < n ? own[first] : 0.f);
+    }
+  }
+}
+
+// Packings whose sequence boundaries fall inside a warp's 16 rows at 64 and 128 rows a CTA,
+// lengths not multiples of 16, starts inside a key tile (cached prefixes at 45, 130, 3).
+const std::vector<PrefillSeq> ISOLATION_PACKINGS[] = {
+    // Boundaries at rows 37 and 107.
+    {{2, 0, 37}, {0, 0, 70}, {1, 0, 29}},
+    // Boundaries at rows 23 and 33; the last sequence spans three 64-row blocks.
+    {{1, 45, 23}, {3, 0, 10}, {0, 130, 100}},
+    // Rows 144-159 hold the end of the first sequence, all of the second (one token) and the
+    // start of the third.
+    {{0, 0, 150}, {2, 0, 1}, {1, 3, 66}},
+};
+
+void run_isolation(Poison poison, uint64_t seed_offset) {
+  std::mt19937_64 rng(testing::test_seed() + seed_offset);
+  for (const Shape& s : PACKED_SHAPES)
+    for (const auto& seqs : ISOLATION_PACKINGS)
+      for (size_t bad = 0; bad < seqs.size(); ++bad) run_isolation_case(s, seqs, bad, poison, rng);
+}
+
+TEST(PrefillAttentionFlash, NanKvOfOneSequenceStaysInIt) {
+  MEGAOPS_REQUIRE_GPU();
+  run_isolation(Poison::KV_NAN, 16);
+}
+
+TEST(PrefillAttentionFlash, InfVOfOneSequenceStaysInIt) {
+  MEGAOPS_REQUIRE_GPU();
+  run_isolation(Poison::V_INF, 17);
+}
+
+TEST(PrefillAttentionFlash, NanQOfOneSequenceStaysInIt) {
+  MEGAOPS_REQUIRE_GPU();
+  run_isolation(Poison::Q_NAN, 18);
 }
 
 TEST(PrefillAttentionFlash, LongSequenceMatchesReference) {

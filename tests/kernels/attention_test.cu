@@ -12,57 +12,18 @@
 
 #include "gpu_test_util.h"
 #include "kernels/attention.cuh"
+#include "kernels/attention_test_util.h"
 #include "reference/ops.h"
 
 namespace megaops {
 namespace {
 
 using testing::DeviceBuffer;
-
-struct Shape {
-  int num_heads, num_kv_heads, head_dim;
-};
-
-std::string shape_name(const Shape& s) {
-  return "H=" + std::to_string(s.num_heads) + " KV=" + std::to_string(s.num_kv_heads) +
-         " hd=" + std::to_string(s.head_dim);
-}
-
-// A poisoned bf16 cache [max_batch, max_seq, KV, hd] with a float copy for the reference.
-struct Cache {
-  std::vector<uint16_t> k_bits, v_bits;
-  std::vector<float> k, v;
-  size_t row;  // elements per position
-  Cache(int max_batch, int max_seq, const Shape& s)
-      : k_bits(static_cast<size_t>(max_batch) * max_seq * s.num_kv_heads * s.head_dim, 0xffff),
-        v_bits(k_bits.size(), 0xffff),
-        k(k_bits.size(), NAN),
-        v(k_bits.size(), NAN),
-        row(static_cast<size_t>(s.num_kv_heads) * s.head_dim) {}
-  // Fills positions [0, len) of one slot with random values.
-  void fill(int slot, int max_seq, int len, std::mt19937_64& rng) {
-    const size_t at = static_cast<size_t>(slot) * max_seq * row, n = len * row;
-    const auto kb = testing::to_bf16_bits(testing::random_floats(n, -1, 1, rng));
-    const auto vb = testing::to_bf16_bits(testing::random_floats(n, -1, 1, rng));
-    std::copy(kb.begin(), kb.end(), k_bits.begin() + at);
-    std::copy(vb.begin(), vb.end(), v_bits.begin() + at);
-    for (size_t i = 0; i < n; ++i)
-      k[at + i] = bf16_to_float(kb[i]), v[at + i] = bf16_to_float(vb[i]);
-  }
-  const float* k_slot(int slot, int max_seq) const {
-    return k.data() + static_cast<size_t>(slot) * max_seq * row;
-  }
-  const float* v_slot(int slot, int max_seq) const {
-    return v.data() + static_cast<size_t>(slot) * max_seq * row;
-  }
-};
-
-// Queries scaled so softmax is neither flat nor one-hot: scores of order a few units.
-// With k uniform in [-1, 1] and q in [-5, 5], q.k * head_dim^-1/2 has a standard deviation of
-// about 1.7 for any head_dim.
-std::vector<uint16_t> random_q(size_t n, std::mt19937_64& rng) {
-  return testing::to_bf16_bits(testing::random_floats(n, -5, 5, rng));
-}
+using testing::KvCache;
+using testing::PrefillSeq;
+using testing::random_q;
+using testing::shape_name;
+using Shape = testing::AttentionShape;
 
 // fused: the split kernel merges its own partials through done counters (the executor's path);
 // otherwise the separate combine kernel does (the overlap step's path).
@@ -78,7 +39,7 @@ void run_decode(const Shape& s, const std::vector<int>& ctx_lens, int max_seq, b
   std::iota(slots.begin(), slots.end(), 0);
   std::shuffle(slots.begin(), slots.end(), rng);
   slots.resize(b);
-  Cache cache(max_batch, max_seq, s);
+  KvCache cache(max_batch, max_seq, s);
   for (int i = 0; i < b; ++i) cache.fill(slots[i], max_seq, ctx_lens[i], rng);
 
   const size_t q_n = static_cast<size_t>(b) * s.num_heads * hd;
@@ -245,68 +206,23 @@ TEST(DecodeAttention, RejectsBadShapes) {
   EXPECT_EQ(launch_decode_attention(p), cudaErrorInvalidValue);
 }
 
-// One sequence of a prefill launch: n_q tokens at positions [pos0, pos0 + n_q) of slot.
-struct PrefillSeq {
-  int slot, pos0, n_q;
-};
-
 void run_prefill(const Shape& s, const std::vector<PrefillSeq>& seqs, int max_batch, int max_seq,
                  bool pdl, std::mt19937_64& rng) {
-  const int hd = s.head_dim;
-  std::string name = shape_name(s) + " pdl=" + std::to_string(pdl) + " seqs:";
-  for (const auto& q : seqs)
-    name += " (slot " + std::to_string(q.slot) + ", p0 " + std::to_string(q.pos0) + ", n " +
-            std::to_string(q.n_q) + ")";
-  SCOPED_TRACE(name);
-  Cache cache(max_batch, max_seq, s);
-  std::vector<int32_t> slots, positions;
-  for (const auto& q : seqs) {
-    cache.fill(q.slot, max_seq, q.pos0 + q.n_q, rng);
-    for (int i = 0; i < q.n_q; ++i) slots.push_back(q.slot), positions.push_back(q.pos0 + i);
-  }
-  const int t = static_cast<int>(slots.size());
-  const size_t token = static_cast<size_t>(s.num_heads) * hd, q_n = t * token;
-  const auto q_bits = random_q(q_n, rng);
-  const auto q = testing::from_bf16_bits(q_bits);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-
-  DeviceBuffer<uint16_t> d_q(q_n), d_k(cache.k_bits.size()), d_v(cache.v_bits.size()), d_out(q_n);
-  DeviceBuffer<int32_t> d_slots(t), d_pos(t);
-  d_q.upload(q_bits);
-  d_k.upload(cache.k_bits);
-  d_v.upload(cache.v_bits);
-  d_slots.upload(slots);
-  d_pos.upload(positions);
-  d_out.poison();
-
-  PrefillAttentionParams p;
-  p.q = reinterpret_cast<const bf16*>(d_q.ptr);
-  p.k_cache = reinterpret_cast<const bf16*>(d_k.ptr);
-  p.v_cache = reinterpret_cast<const bf16*>(d_v.ptr);
-  p.slots = d_slots.ptr;
-  p.positions = d_pos.ptr;
-  p.out = reinterpret_cast<bf16*>(d_out.ptr);
-  p.t = t;
-  p.num_heads = s.num_heads;
-  p.num_kv_heads = s.num_kv_heads;
-  p.head_dim = hd;
-  p.max_seq = max_seq;
-  p.scale = scale;
-  p.launch.pdl = pdl;
-  ASSERT_EQ(launch_prefill_attention(p), cudaSuccess);
+  SCOPED_TRACE(testing::describe(s, seqs, pdl));
+  const testing::PrefillInputs in(s, seqs, max_batch, max_seq, rng);
+  testing::PrefillDeviceInputs dev(in, pdl);
+  dev.out.poison();
+  ASSERT_EQ(launch_prefill_attention(dev.params), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto got = testing::from_bf16_bits(d_out.download());
+  const auto got = testing::from_bf16_bits(dev.out.download());
 
-  size_t at = 0;
-  for (const auto& sq : seqs) {
-    std::vector<float> expect(sq.n_q * token);
-    ref::attention_prefill(q.data() + at, cache.k_slot(sq.slot, max_seq),
-                           cache.v_slot(sq.slot, max_seq), sq.n_q, sq.pos0, s.num_heads,
-                           s.num_kv_heads, hd, scale, expect.data());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const std::vector<float> expect = in.reference(i);
     // Tolerance: bf16 output vs fp32 reference (DESIGN.md), per sequence.
-    EXPECT_LE(testing::rel_error(got.data() + at, expect.data(), expect.size()), 2e-2)
-        << "slot " << sq.slot;
-    at += expect.size();
+    EXPECT_LE(testing::rel_error(got.data() + in.first_token(i) * in.token(), expect.data(),
+                                 expect.size()),
+              2e-2)
+        << "slot " << seqs[i].slot;
   }
 }
 
