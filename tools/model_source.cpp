@@ -8,6 +8,7 @@
 
 #include "core/counter_rng.h"
 #include "core/error.h"
+#include "models/model_config.h"
 
 namespace megaops::cli {
 
