@@ -5,21 +5,18 @@
 // - co-running candidates (fixed split, dynamic): the step is simulated with the first K = 1 and
 //   2 layers and extrapolated linearly, T = T(2) + (L - 2) (T(2) - T(1)), which is exact when each
 //   layer adds the same steady-state time.
+// The region and tile graphs: planner_graphs.cpp; the JSON and dot dumps: planner_dump.cpp.
 #include "planner/planner.h"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "core/error.h"
-#include "core/matmul_dispatch.h"
 
 namespace megaops {
-
-using nlohmann::json;
 
 const char* backend_name(Backend b) {
   switch (b) {
@@ -47,171 +44,6 @@ const char* policy_name(Policy p) {
 
 const char* objective_name(Objective o) {
   return o == Objective::Step ? "step" : "ttft";
-}
-
-RegionGraph default_region_graph(const OpGraph& g) {
-  const int n = static_cast<int>(g.ops.size());
-  int layers = 0;
-  for (const Op& o : g.ops) layers = std::max(layers, o.layer + 1);
-  const int per = 9;
-  if (n < 1 + per * layers + 1 || g.ops[0].name != "embedding" || g.ops[1].layer != 0)
-    throw_input_error(
-        "region graph", "ops",
-        "expected embedding, 9 ops per layer and a head, found " + std::to_string(n) + " ops");
-  RegionGraph rg;
-  rg.groups.push_back({0, 0});
-  rg.prefix = 1;
-  rg.period = 3;
-  rg.repeats = layers;
-  for (int l = 0; l < layers; ++l) {
-    const int b = 1 + l * per;
-    if (g.ops[b].name != "input_layernorm" || g.ops[b + 8].name != "down_proj")
-      throw_input_error("region graph", "layer " + std::to_string(l),
-                        "expected input_layernorm .. down_proj");
-    rg.groups.push_back({b, b + 1});
-    rg.groups.push_back({b + 2, b + 4});
-    rg.groups.push_back({b + 5, b + 8});
-  }
-  rg.groups.push_back({1 + layers * per, n - 1});
-  return rg;
-}
-
-RegionGraph single_op_groups(const OpGraph& g) {
-  RegionGraph rg;
-  for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) rg.groups.push_back({i, i});
-  rg.prefix = static_cast<int>(rg.groups.size());
-  return rg;
-}
-
-bool is_vendor_gemm(const Op& op) {
-  return op.kind == OpKind::Matmul &&
-         matmul_dispatch_path(op.m, op.n, op.k) == MatmulPath::CublasLt;
-}
-
-TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions, Policy policy,
-                           int split, const CostModel& cost, const std::vector<double>& extra,
-                           bool keep_barriers) {
-  const int workers = cost.machine.workers;
-  TileGraph t;
-  t.pool_workers = policy == Policy::FixedSplit ? std::vector<int>{split, workers - split}
-                                                : std::vector<int>{workers};
-  const int nops = static_cast<int>(g.ops.size());
-  t.op_first_tile.assign(nops, -1);
-  t.op_done.assign(nops, -1);
-  std::vector<std::vector<int>> row_join(nops);
-  auto join = [&](std::vector<int> deps, double delay) {
-    TileTask j;
-    j.join = true;
-    j.delay_us = delay;
-    j.launch_deps = std::move(deps);
-    t.tasks.push_back(std::move(j));
-    return static_cast<int>(t.tasks.size()) - 1;
-  };
-  int prev_start = -1, prev_end = -1;
-  for (size_t ri = 0; ri < regions.size(); ++ri) {
-    const Region& r = regions[ri];
-    const Backend b = r.backend;
-    const double start_cost = b == Backend::Overlap      ? cost.overlap_region_us
-                              : b == Backend::Persistent ? cost.persistent_region_us
-                                                         : 0.0;
-    std::vector<int> start_deps;
-    if (policy == Policy::Serial && prev_end >= 0) start_deps.push_back(prev_end);
-    if (policy != Policy::Serial && prev_start >= 0) start_deps.push_back(prev_start);
-    const int start = join(start_deps, start_cost);
-    const int pool = policy == Policy::FixedSplit ? static_cast<int>(ri % 2) : 0;
-    double tile_extra = b == Backend::Overlap      ? cost.overlap_tile_us
-                        : b == Backend::Persistent ? cost.persistent_tile_us
-                                                   : 0.0;
-    if (policy == Policy::Dynamic) tile_extra += cost.dynamic_tile_us;
-    const bool barriers = b == Backend::Conventional || keep_barriers;
-    // Per-tensor waits (CostModel::overlap_tensor_waits) in an overlap region: a consumer tile
-    // waits for its producers' whole outputs plus the handoff latency; its weights still stream
-    // into staging while it waits.
-    const bool tensor_waits = b == Backend::Overlap && !barriers && cost.overlap_tensor_waits;
-    std::map<int, int> tensor_ready;  // producer op -> join "whole output ready + handoff"
-    int prev_done = -1;
-    bool prev_vendor = false;
-    std::vector<int> dones;
-    for (int oi = r.first_op; oi <= r.last_op; ++oi) {
-      const Op& op = g.ops[oi];
-      const bool vendor = tensor_waits && cost.overlap_vendor_gemms && is_vendor_gemm(op);
-      int launch = start;
-      if (barriers)
-        launch = join({prev_done >= 0 ? prev_done : start},
-                      b == Backend::Conventional ? cost.launch_us : 0.0);
-      else if (prev_vendor) {  // the barrier after a vendor GEMM: its output is ready then
-        launch = join({prev_done}, cost.launch_us);
-        tensor_ready.emplace(oi - 1, launch);
-      }
-      const int64_t tiles = op.num_tiles();
-      const double frac = 1.0 / static_cast<double>(tiles);
-      // The handoff joins go before the op's tiles: tile k of op oi is task op_first_tile + k.
-      if (tensor_waits)
-        for (const OpInput& in : op.inputs)
-          if (in.producer >= r.first_op && t.op_first_tile[in.producer] >= 0 &&
-              !tensor_ready.count(in.producer))
-            tensor_ready.emplace(in.producer,
-                                 join({t.op_done[in.producer]}, cost.overlap_handoff_us));
-      if (vendor) {
-        // Stream order: no tile of a vendor GEMM takes a worker (or streams a byte) before its
-        // producers completed, plus one kernel boundary.
-        std::vector<int> after = {launch};
-        for (const OpInput& in : op.inputs)
-          if (in.producer >= r.first_op && t.op_first_tile[in.producer] >= 0)
-            after.push_back(t.op_done[in.producer]);
-        launch = join(std::move(after), cost.launch_us);
-      }
-      t.op_first_tile[oi] = static_cast<int>(t.tasks.size());
-      for (int64_t k = 0; k < tiles; ++k) {
-        TileTask task;
-        task.op = oi;
-        task.pool = pool;
-        // Partial last tiles are charged like full ones: the tile count is what matters here.
-        task.compute_us = op.flops * frac / cost.machine.worker_flops_per_us + extra[oi] +
-                          (vendor ? 0.0 : tile_extra);
-        task.weight_bytes = static_cast<double>(op.weight_bytes + op.kv_bytes) * frac;
-        task.input_bytes = static_cast<double>(op.act_in_bytes) * frac;
-        task.output_bytes = static_cast<double>(op.act_out_bytes) * frac;
-        task.launch_deps = {launch};
-        const int64_t rb = k / op.col_tiles();
-        for (int ii = 0; ii < static_cast<int>(op.inputs.size()); ++ii) {
-          const OpInput& in = op.inputs[ii];
-          if (t.op_first_tile[in.producer] < 0) continue;  // produced before this graph
-          if (tensor_waits && in.producer >= r.first_op) {
-            task.data_deps.push_back(tensor_ready.at(in.producer));
-            continue;
-          }
-          switch (in.pattern) {
-            case ReadPattern::AllFoldable:
-            case ReadPattern::AllRow:
-              task.data_deps.push_back(row_join[in.producer][producer_row_block(g, oi, ii, rb)]);
-              break;
-            case ReadPattern::Whole:
-              task.data_deps.push_back(t.op_done[in.producer]);
-              break;
-            default:
-              for (int64_t pt : input_tiles(g, oi, ii, k))
-                task.data_deps.push_back(t.op_first_tile[in.producer] + static_cast<int>(pt));
-          }
-        }
-        t.tasks.push_back(std::move(task));
-      }
-      const int first = t.op_first_tile[oi];
-      for (int64_t rbi = 0; rbi < op.row_blocks(); ++rbi) {
-        std::vector<int> deps;
-        for (int64_t c = 0; c < op.col_tiles(); ++c)
-          deps.push_back(first + static_cast<int>(rbi * op.col_tiles() + c));
-        row_join[oi].push_back(join(std::move(deps), 0));
-      }
-      t.op_done[oi] = op.row_blocks() == 1 ? row_join[oi][0] : join(row_join[oi], 0);
-      prev_done = t.op_done[oi];
-      prev_vendor = vendor;
-      dones.push_back(prev_done);
-    }
-    prev_end = join(dones, 0);
-    prev_start = start;
-  }
-  return t;
 }
 
 namespace {
@@ -505,38 +337,12 @@ std::string fmt(double v) {
   return o.str();
 }
 
-}  // namespace
-
-PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& options,
-                const CostModel& cost, const RegionGraph* rg_in) {
-  if (g.ops.empty()) throw_input_error("plan", "ops", "expected a non-empty op graph");
-  const RegionGraph rg = rg_in ? *rg_in : default_region_graph(g);
-  Planner p{g, rg, table, options, cost, {}, {}, {}, {}, {}, {}, {}, 0, {}};
-  p.res.model = g.model;
-  p.res.batch = g.batch;
-  p.res.objective = options.objective;
-  const int ng = static_cast<int>(rg.groups.size());
-  if (ng < 1 || rg.groups.front().first_op != 0 ||
-      rg.groups.back().last_op + 1 != (int)g.ops.size())
-    throw_input_error("plan", "region graph", "expected groups covering every op");
-  for (int s : options.splits)
-    if (s < 1 || s >= cost.machine.workers)
-      throw_input_error("plan", "splits",
-                        "expected 1.." + std::to_string(cost.machine.workers - 1) + ", found " +
-                            std::to_string(s));
-  p.tg = rg.period > 0 ? ng - rg.period * (rg.repeats - 1) : ng;
-  const bool wrap = rg.period > 0 && rg.repeats > 1;
-  const int bits = p.tg - 1 + (wrap ? 1 : 0);
+// Every template: cut bits x backend per template group, consistent inside regions.
+std::vector<Template> enumerate_templates(const Planner& p, const std::vector<Backend>& backends,
+                                          int bits, bool wrap) {
+  const RegionGraph& rg = p.rg;
+  const PlanOptions& options = p.opt;
   const int groups_t = p.tg;
-
-  std::vector<Backend> backends;
-  for (Backend b : options.backends)
-    if (b != Backend::Persistent || cost.persistent_supported || options.include_unsupported)
-      backends.push_back(b);
-
-  p.calibrate();
-
-  // Enumerate templates: cut bits x backend per template group, consistent inside regions.
   std::vector<Template> templates;
   const int64_t nb = static_cast<int64_t>(backends.size());
   int64_t combos = int64_t{1} << bits;
@@ -567,9 +373,18 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
       ok = false;
     if (ok) templates.push_back(t);
   }
+  return templates;
+}
 
-  std::vector<Candidate> cands;
-  std::vector<int> cand_template;
+// The candidates of every template (serial in its canonical form; fixed split and dynamic where
+// the template has two regions or more), each with its label; cand_template[i]: candidate i's
+// template.
+void enumerate_candidates(Planner& p, const std::vector<Template>& templates, int bits,
+                          std::vector<Candidate>& cands, std::vector<int>& cand_template) {
+  const RegionGraph& rg = p.rg;
+  const PlanOptions& options = p.opt;
+  const CostModel& cost = p.cost;
+  const int groups_t = p.tg;
   auto add = [&](int ti, Policy policy, int split) {
     const Template& t = templates[ti];
     Candidate c;
@@ -613,19 +428,12 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
                       "expected at most " + std::to_string(options.max_candidates) +
                           " candidates, found " + std::to_string(cands.size()) +
                           ": group more ops, offer fewer splits or raise the cap");
-  p.res.candidates = static_cast<int64_t>(cands.size());
+}
 
-  const Region all_conv{0, static_cast<int>(g.ops.size()) - 1, Backend::Conventional,
-                        cost.machine.workers};
-  p.res.baseline_us = p.serial_sum({all_conv}, false);
-  {
-    CostModel raw = cost;
-    const std::vector<double> zero(g.ops.size(), 0.0);
-    const TileGraph t = build_tile_graph(g, {all_conv}, Policy::Serial, 0, raw, zero, false);
-    p.res.uncalibrated_baseline_us =
-        simulate_tiles(t.tasks, t.pool_workers, raw.machine).makespan_us;
-  }
-
+// Each candidate's predicted, additive and no-overlap times: serial ones from the region cache,
+// co-running ones by simulating their tile graphs.
+void predict_candidates(Planner& p, const std::vector<Template>& templates,
+                        const std::vector<int>& cand_template, std::vector<Candidate>& cands) {
   std::vector<size_t> corun;
   for (size_t ci = 0; ci < cands.size(); ++ci) {
     Candidate& c = cands[ci];
@@ -658,58 +466,56 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
     p.res.sim_events += k.events;
     p.res.sim_tasks += k.tasks;
   }
+}
 
-  // A plan with any overlap region runs every op of the step on the overlap executor, as an
-  // overlap kernel (CostModel::overlap_serial_op_us).
-  if (cost.overlap_serial_op_us > 0)
-    for (Candidate& c : cands)
-      if (std::any_of(c.regions.begin(), c.regions.end(),
-                      [](const Region& r) { return r.backend != Backend::Conventional; }))
-        c.predicted_us += cost.overlap_serial_op_us * static_cast<double>(g.ops.size());
-
-  // Reasons: what each non-conventional region gains over running its ops conventionally, and
-  // what co-running adds over the same cover run serially.
-  for (Candidate& c : cands) {
-    std::map<std::string, std::pair<double, int>> gains;
-    for (const Region& r : c.regions) {
-      if (r.backend == Backend::Conventional) continue;
-      Region conv = r;
-      conv.backend = Backend::Conventional;
-      conv.cta_budget = cost.machine.workers;
-      Region own = r;
-      own.cta_budget = cost.machine.workers;
-      const double gain = p.region_time(conv, false) - p.region_time(own, false);
-      auto& e = gains[describe_region(g, r)];
-      e.first += gain;
-      e.second += 1;
-    }
-    std::vector<std::pair<double, std::string>> sorted;
-    for (const auto& [name, v] : gains)
-      sorted.push_back({v.first, name + (v.second > 1 ? " x" + std::to_string(v.second) : "")});
-    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
-    const double delta = c.predicted_us - p.res.baseline_us;
-    std::string why =
-        fmt(delta) + " us (" + fmt(100.0 * delta / p.res.baseline_us) + "%) vs all-conventional";
-    for (size_t i = 0; i < sorted.size() && i < 3; ++i)
-      why += "; " + sorted[i].second + " saves " + fmt(sorted[i].first) +
-             " us (weight prefetch across removed barriers, fewer boundaries)";
-    if (c.policy != Policy::Serial) {
-      std::vector<Region> full = c.regions;
-      for (Region& r : full) r.cta_budget = cost.machine.workers;
-      const double serial = p.serial_sum(full, false);
-      why += std::string("; ") + policy_name(c.policy) +
-             (c.policy == Policy::FixedSplit ? " " + std::to_string(c.split) + "/" +
-                                                   std::to_string(cost.machine.workers - c.split)
-                                             : "") +
-             " sharing " + (c.predicted_us <= serial ? "saves " : "costs ") +
-             fmt(std::fabs(serial - c.predicted_us)) + " us vs the same cover run serially";
-    }
-    if (!c.executor_supports) why += "; not runnable yet (executor_supports=false)";
-    c.reason = why;
+// Why a candidate ranks where it does: what each non-conventional region gains over running its
+// ops conventionally, and what co-running adds over the same cover run serially.
+std::string candidate_reason(Planner& p, const Candidate& c) {
+  const OpGraph& g = p.g;
+  const CostModel& cost = p.cost;
+  std::map<std::string, std::pair<double, int>> gains;
+  for (const Region& r : c.regions) {
+    if (r.backend == Backend::Conventional) continue;
+    Region conv = r;
+    conv.backend = Backend::Conventional;
+    conv.cta_budget = cost.machine.workers;
+    Region own = r;
+    own.cta_budget = cost.machine.workers;
+    const double gain = p.region_time(conv, false) - p.region_time(own, false);
+    auto& e = gains[describe_region(g, r)];
+    e.first += gain;
+    e.second += 1;
   }
+  std::vector<std::pair<double, std::string>> sorted;
+  for (const auto& [name, v] : gains)
+    sorted.push_back({v.first, name + (v.second > 1 ? " x" + std::to_string(v.second) : "")});
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  const double delta = c.predicted_us - p.res.baseline_us;
+  std::string why =
+      fmt(delta) + " us (" + fmt(100.0 * delta / p.res.baseline_us) + "%) vs all-conventional";
+  for (size_t i = 0; i < sorted.size() && i < 3; ++i)
+    why += "; " + sorted[i].second + " saves " + fmt(sorted[i].first) +
+           " us (weight prefetch across removed barriers, fewer boundaries)";
+  if (c.policy != Policy::Serial) {
+    std::vector<Region> full = c.regions;
+    for (Region& r : full) r.cta_budget = cost.machine.workers;
+    const double serial = p.serial_sum(full, false);
+    why += std::string("; ") + policy_name(c.policy) +
+           (c.policy == Policy::FixedSplit ? " " + std::to_string(c.split) + "/" +
+                                                 std::to_string(cost.machine.workers - c.split)
+                                           : "") +
+           " sharing " + (c.predicted_us <= serial ? "saves " : "costs ") +
+           fmt(std::fabs(serial - c.predicted_us)) + " us vs the same cover run serially";
+  }
+  if (!c.executor_supports) why += "; not runnable yet (executor_supports=false)";
+  return why;
+}
 
+// Ranks the candidates by predicted time into res (the pick, the baseline's rank), and the picks
+// the additive and no-overlap models would make.
+void rank_candidates(std::vector<Candidate>& cands, PlanResult& res) {
   auto rank = [](std::vector<Candidate>& v, auto score) {
     std::vector<int> idx(v.size());
     for (size_t i = 0; i < v.size(); ++i) idx[i] = static_cast<int>(i);
@@ -720,7 +526,7 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
     return idx;
   };
   const std::vector<int> order = rank(cands, [](const Candidate& c) { return c.predicted_us; });
-  for (int i : order) p.res.ranked.push_back(cands[i]);
+  for (int i : order) res.ranked.push_back(cands[i]);
   auto first_supported = [&](const std::vector<int>& idx) {
     for (int i : idx)
       if (cands[i].executor_supports)
@@ -728,17 +534,81 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
           if (order[r] == i) return static_cast<int>(r);
     return -1;
   };
-  p.res.pick = first_supported(order);
+  res.pick = first_supported(order);
   for (size_t r = 0; r < order.size(); ++r) {
     const Candidate& c = cands[order[r]];
     if (c.policy == Policy::Serial && c.regions.size() == 1 &&
         c.regions[0].backend == Backend::Conventional)
-      p.res.baseline_rank = static_cast<int>(r);
+      res.baseline_rank = static_cast<int>(r);
   }
-  p.res.additive_pick =
+  res.additive_pick =
       first_supported(rank(cands, [](const Candidate& c) { return c.additive_us; }));
-  p.res.no_overlap_pick =
+  res.no_overlap_pick =
       first_supported(rank(cands, [](const Candidate& c) { return c.no_overlap_us; }));
+}
+
+}  // namespace
+
+PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& options,
+                const CostModel& cost, const RegionGraph* rg_in) {
+  if (g.ops.empty()) throw_input_error("plan", "ops", "expected a non-empty op graph");
+  const RegionGraph rg = rg_in ? *rg_in : default_region_graph(g);
+  Planner p{g, rg, table, options, cost, {}, {}, {}, {}, {}, {}, {}, 0, {}};
+  p.res.model = g.model;
+  p.res.batch = g.batch;
+  p.res.objective = options.objective;
+  const int ng = static_cast<int>(rg.groups.size());
+  if (ng < 1 || rg.groups.front().first_op != 0 ||
+      rg.groups.back().last_op + 1 != (int)g.ops.size())
+    throw_input_error("plan", "region graph", "expected groups covering every op");
+  for (int s : options.splits)
+    if (s < 1 || s >= cost.machine.workers)
+      throw_input_error("plan", "splits",
+                        "expected 1.." + std::to_string(cost.machine.workers - 1) + ", found " +
+                            std::to_string(s));
+  p.tg = rg.period > 0 ? ng - rg.period * (rg.repeats - 1) : ng;
+  const bool wrap = rg.period > 0 && rg.repeats > 1;
+  const int bits = p.tg - 1 + (wrap ? 1 : 0);
+
+  std::vector<Backend> backends;
+  for (Backend b : options.backends)
+    if (b != Backend::Persistent || cost.persistent_supported || options.include_unsupported)
+      backends.push_back(b);
+
+  p.calibrate();
+
+  const std::vector<Template> templates = enumerate_templates(p, backends, bits, wrap);
+
+  std::vector<Candidate> cands;
+  std::vector<int> cand_template;
+  enumerate_candidates(p, templates, bits, cands, cand_template);
+  p.res.candidates = static_cast<int64_t>(cands.size());
+
+  const Region all_conv{0, static_cast<int>(g.ops.size()) - 1, Backend::Conventional,
+                        cost.machine.workers};
+  p.res.baseline_us = p.serial_sum({all_conv}, false);
+  {
+    CostModel raw = cost;
+    const std::vector<double> zero(g.ops.size(), 0.0);
+    const TileGraph t = build_tile_graph(g, {all_conv}, Policy::Serial, 0, raw, zero, false);
+    p.res.uncalibrated_baseline_us =
+        simulate_tiles(t.tasks, t.pool_workers, raw.machine).makespan_us;
+  }
+
+  predict_candidates(p, templates, cand_template, cands);
+
+  // A plan with any overlap region runs every op of the step on the overlap executor, as an
+  // overlap kernel (CostModel::overlap_serial_op_us).
+  if (cost.overlap_serial_op_us > 0)
+    for (Candidate& c : cands)
+      if (std::any_of(c.regions.begin(), c.regions.end(),
+                      [](const Region& r) { return r.backend != Backend::Conventional; }))
+        c.predicted_us += cost.overlap_serial_op_us * static_cast<double>(g.ops.size());
+
+  // Reasons: what each non-conventional region gains, and what co-running adds.
+  for (Candidate& c : cands) c.reason = candidate_reason(p, c);
+
+  rank_candidates(cands, p.res);
   return p.res;
 }
 
@@ -783,122 +653,6 @@ TtftPlan rank_ttft(const PlanResult& step, double layers_us, TtftReplays replays
   for (int i = 0; i < static_cast<int>(t.ranked.size()); ++i)
     if (t.ranked[i].step_index < 0) t.baseline_rank = i;
   return t;
-}
-
-std::string plan_json(const PlanResult& r, const OpGraph& g, int index) {
-  const Candidate& c = r.ranked.at(index);
-  json regions = json::array();
-  for (const Region& reg : c.regions)
-    regions.push_back({{"ops", {reg.first_op, reg.last_op}},
-                       {"first_op", g.ops[reg.first_op].name},
-                       {"last_op", g.ops[reg.last_op].name},
-                       {"first_layer", g.ops[reg.first_op].layer},
-                       {"backend", backend_name(reg.backend)},
-                       {"cta_budget", reg.cta_budget}});
-  json j = {{"model", r.model},
-            {"batch", r.batch},
-            {"objective", objective_name(r.objective)},
-            {"regions", regions},
-            {"policy", policy_name(c.policy)},
-            {"split", c.split},
-            {"predicted_us", c.predicted_us},
-            {"baseline_us", r.baseline_us},
-            {"executor_supports", c.executor_supports},
-            {"reason", c.reason}};
-  return j.dump(1);
-}
-
-std::string region_graph_dot(const OpGraph& g, const RegionGraph& rg, const Candidate& c) {
-  std::ostringstream o;
-  o << "digraph regions {\n  rankdir=LR;\n";
-  for (size_t r = 0; r < c.regions.size(); ++r) {
-    const Region& reg = c.regions[r];
-    o << "  subgraph cluster_" << r << " {\n    label=\"" << backend_name(reg.backend) << ", "
-      << reg.cta_budget << " CTAs\";\n";
-    for (size_t i = 0; i < rg.groups.size(); ++i)
-      if (rg.groups[i].first_op >= reg.first_op && rg.groups[i].last_op <= reg.last_op)
-        o << "    g" << i << " [shape=box,label=\"" << g.ops[rg.groups[i].first_op].name << " .. "
-          << g.ops[rg.groups[i].last_op].name << "\\nlayer " << g.ops[rg.groups[i].first_op].layer
-          << "\"];\n";
-    o << "  }\n";
-  }
-  for (size_t i = 1; i < rg.groups.size(); ++i) o << "  g" << i - 1 << " -> g" << i << ";\n";
-  o << "}\n";
-  return o.str();
-}
-
-std::string region_graph_json(const OpGraph& g, const RegionGraph& rg, const Candidate& c) {
-  json groups = json::array();
-  for (const Group& gr : rg.groups)
-    groups.push_back({{"ops", {gr.first_op, gr.last_op}},
-                      {"first_op", g.ops[gr.first_op].name},
-                      {"last_op", g.ops[gr.last_op].name}});
-  json regions = json::array();
-  for (const Region& r : c.regions)
-    regions.push_back({{"ops", {r.first_op, r.last_op}},
-                       {"backend", backend_name(r.backend)},
-                       {"cta_budget", r.cta_budget}});
-  return json{{"groups", groups},      {"prefix", rg.prefix}, {"period", rg.period},
-              {"repeats", rg.repeats}, {"regions", regions},  {"policy", policy_name(c.policy)}}
-      .dump(1);
-}
-
-namespace {
-
-void check_small(const TileGraph& t, size_t max_tasks) {
-  if (t.tasks.size() > max_tasks)
-    throw_input_error("tile graph dump", "tasks",
-                      "expected at most " + std::to_string(max_tasks) + ", found " +
-                          std::to_string(t.tasks.size()) + " (dump a smaller graph)");
-}
-
-std::string task_name(const OpGraph& g, const TileGraph& t, int i) {
-  const TileTask& k = t.tasks[i];
-  if (k.join) return "join " + std::to_string(i);
-  return g.ops[k.op].name + " L" + std::to_string(g.ops[k.op].layer) + " t" +
-         std::to_string(i - t.op_first_tile[k.op]);
-}
-
-}  // namespace
-
-std::string tile_graph_dot(const OpGraph& g, const TileGraph& t, const TileSimResult& r,
-                           size_t max_tasks) {
-  check_small(t, max_tasks);
-  std::ostringstream o;
-  o << "digraph tiles {\n  rankdir=LR;\n";
-  for (size_t i = 0; i < t.tasks.size(); ++i) {
-    const TileTask& k = t.tasks[i];
-    o << "  t" << i << " [shape=" << (k.join ? "point" : "box") << ",label=\""
-      << task_name(g, t, static_cast<int>(i)) << "\\n"
-      << r.start_us[i] << " .. " << r.finish_us[i] << "\"];\n";
-    for (int d : k.launch_deps) o << "  t" << d << " -> t" << i << " [style=dashed];\n";
-    for (int d : k.data_deps) o << "  t" << d << " -> t" << i << ";\n";
-  }
-  o << "}\n";
-  return o.str();
-}
-
-std::string tile_graph_json(const OpGraph& g, const TileGraph& t, const TileSimResult& r,
-                            size_t max_tasks) {
-  check_small(t, max_tasks);
-  json tasks = json::array();
-  for (size_t i = 0; i < t.tasks.size(); ++i) {
-    const TileTask& k = t.tasks[i];
-    tasks.push_back({{"id", i},
-                     {"name", task_name(g, t, static_cast<int>(i))},
-                     {"join", k.join},
-                     {"pool", k.pool},
-                     {"compute_us", k.compute_us},
-                     {"weight_bytes", k.weight_bytes},
-                     {"input_bytes", k.input_bytes},
-                     {"output_bytes", k.output_bytes},
-                     {"launch_deps", k.launch_deps},
-                     {"data_deps", k.data_deps},
-                     {"start_us", r.start_us[i]},
-                     {"finish_us", r.finish_us[i]}});
-  }
-  return json{{"pool_workers", t.pool_workers}, {"makespan_us", r.makespan_us}, {"tasks", tasks}}
-      .dump(1);
 }
 
 }  // namespace megaops

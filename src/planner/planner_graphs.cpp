@@ -1,0 +1,177 @@
+// The planner's graphs (see planner.h): the default region graph (groups of one layer's ops) and
+// the tile graph a cover of regions runs as under a policy, which tile_sim.cpp simulates.
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+#include "core/matmul_dispatch.h"
+#include "planner/planner.h"
+
+namespace megaops {
+
+RegionGraph default_region_graph(const OpGraph& g) {
+  const int n = static_cast<int>(g.ops.size());
+  int layers = 0;
+  for (const Op& o : g.ops) layers = std::max(layers, o.layer + 1);
+  const int per = 9;
+  if (n < 1 + per * layers + 1 || g.ops[0].name != "embedding" || g.ops[1].layer != 0)
+    throw_input_error(
+        "region graph", "ops",
+        "expected embedding, 9 ops per layer and a head, found " + std::to_string(n) + " ops");
+  RegionGraph rg;
+  rg.groups.push_back({0, 0});
+  rg.prefix = 1;
+  rg.period = 3;
+  rg.repeats = layers;
+  for (int l = 0; l < layers; ++l) {
+    const int b = 1 + l * per;
+    if (g.ops[b].name != "input_layernorm" || g.ops[b + 8].name != "down_proj")
+      throw_input_error("region graph", "layer " + std::to_string(l),
+                        "expected input_layernorm .. down_proj");
+    rg.groups.push_back({b, b + 1});
+    rg.groups.push_back({b + 2, b + 4});
+    rg.groups.push_back({b + 5, b + 8});
+  }
+  rg.groups.push_back({1 + layers * per, n - 1});
+  return rg;
+}
+
+RegionGraph single_op_groups(const OpGraph& g) {
+  RegionGraph rg;
+  for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) rg.groups.push_back({i, i});
+  rg.prefix = static_cast<int>(rg.groups.size());
+  return rg;
+}
+
+bool is_vendor_gemm(const Op& op) {
+  return op.kind == OpKind::Matmul &&
+         matmul_dispatch_path(op.m, op.n, op.k) == MatmulPath::CublasLt;
+}
+
+TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions, Policy policy,
+                           int split, const CostModel& cost, const std::vector<double>& extra,
+                           bool keep_barriers) {
+  const int workers = cost.machine.workers;
+  TileGraph t;
+  t.pool_workers = policy == Policy::FixedSplit ? std::vector<int>{split, workers - split}
+                                                : std::vector<int>{workers};
+  const int nops = static_cast<int>(g.ops.size());
+  t.op_first_tile.assign(nops, -1);
+  t.op_done.assign(nops, -1);
+  std::vector<std::vector<int>> row_join(nops);
+  auto join = [&](std::vector<int> deps, double delay) {
+    TileTask j;
+    j.join = true;
+    j.delay_us = delay;
+    j.launch_deps = std::move(deps);
+    t.tasks.push_back(std::move(j));
+    return static_cast<int>(t.tasks.size()) - 1;
+  };
+  int prev_start = -1, prev_end = -1;
+  for (size_t ri = 0; ri < regions.size(); ++ri) {
+    const Region& r = regions[ri];
+    const Backend b = r.backend;
+    const double start_cost = b == Backend::Overlap      ? cost.overlap_region_us
+                              : b == Backend::Persistent ? cost.persistent_region_us
+                                                         : 0.0;
+    std::vector<int> start_deps;
+    if (policy == Policy::Serial && prev_end >= 0) start_deps.push_back(prev_end);
+    if (policy != Policy::Serial && prev_start >= 0) start_deps.push_back(prev_start);
+    const int start = join(start_deps, start_cost);
+    const int pool = policy == Policy::FixedSplit ? static_cast<int>(ri % 2) : 0;
+    double tile_extra = b == Backend::Overlap      ? cost.overlap_tile_us
+                        : b == Backend::Persistent ? cost.persistent_tile_us
+                                                   : 0.0;
+    if (policy == Policy::Dynamic) tile_extra += cost.dynamic_tile_us;
+    const bool barriers = b == Backend::Conventional || keep_barriers;
+    // Per-tensor waits (CostModel::overlap_tensor_waits) in an overlap region: a consumer tile
+    // waits for its producers' whole outputs plus the handoff latency; its weights still stream
+    // into staging while it waits.
+    const bool tensor_waits = b == Backend::Overlap && !barriers && cost.overlap_tensor_waits;
+    std::map<int, int> tensor_ready;  // producer op -> join "whole output ready + handoff"
+    int prev_done = -1;
+    bool prev_vendor = false;
+    std::vector<int> dones;
+    for (int oi = r.first_op; oi <= r.last_op; ++oi) {
+      const Op& op = g.ops[oi];
+      const bool vendor = tensor_waits && cost.overlap_vendor_gemms && is_vendor_gemm(op);
+      int launch = start;
+      if (barriers)
+        launch = join({prev_done >= 0 ? prev_done : start},
+                      b == Backend::Conventional ? cost.launch_us : 0.0);
+      else if (prev_vendor) {  // the barrier after a vendor GEMM: its output is ready then
+        launch = join({prev_done}, cost.launch_us);
+        tensor_ready.emplace(oi - 1, launch);
+      }
+      const int64_t tiles = op.num_tiles();
+      const double frac = 1.0 / static_cast<double>(tiles);
+      // The handoff joins go before the op's tiles: tile k of op oi is task op_first_tile + k.
+      if (tensor_waits)
+        for (const OpInput& in : op.inputs)
+          if (in.producer >= r.first_op && t.op_first_tile[in.producer] >= 0 &&
+              !tensor_ready.count(in.producer))
+            tensor_ready.emplace(in.producer,
+                                 join({t.op_done[in.producer]}, cost.overlap_handoff_us));
+      if (vendor) {
+        // Stream order: no tile of a vendor GEMM takes a worker (or streams a byte) before its
+        // producers completed, plus one kernel boundary.
+        std::vector<int> after = {launch};
+        for (const OpInput& in : op.inputs)
+          if (in.producer >= r.first_op && t.op_first_tile[in.producer] >= 0)
+            after.push_back(t.op_done[in.producer]);
+        launch = join(std::move(after), cost.launch_us);
+      }
+      t.op_first_tile[oi] = static_cast<int>(t.tasks.size());
+      for (int64_t k = 0; k < tiles; ++k) {
+        TileTask task;
+        task.op = oi;
+        task.pool = pool;
+        // Partial last tiles are charged like full ones: the tile count is what matters here.
+        task.compute_us = op.flops * frac / cost.machine.worker_flops_per_us + extra[oi] +
+                          (vendor ? 0.0 : tile_extra);
+        task.weight_bytes = static_cast<double>(op.weight_bytes + op.kv_bytes) * frac;
+        task.input_bytes = static_cast<double>(op.act_in_bytes) * frac;
+        task.output_bytes = static_cast<double>(op.act_out_bytes) * frac;
+        task.launch_deps = {launch};
+        const int64_t rb = k / op.col_tiles();
+        for (int ii = 0; ii < static_cast<int>(op.inputs.size()); ++ii) {
+          const OpInput& in = op.inputs[ii];
+          if (t.op_first_tile[in.producer] < 0) continue;  // produced before this graph
+          if (tensor_waits && in.producer >= r.first_op) {
+            task.data_deps.push_back(tensor_ready.at(in.producer));
+            continue;
+          }
+          switch (in.pattern) {
+            case ReadPattern::AllFoldable:
+            case ReadPattern::AllRow:
+              task.data_deps.push_back(row_join[in.producer][producer_row_block(g, oi, ii, rb)]);
+              break;
+            case ReadPattern::Whole:
+              task.data_deps.push_back(t.op_done[in.producer]);
+              break;
+            default:
+              for (int64_t pt : input_tiles(g, oi, ii, k))
+                task.data_deps.push_back(t.op_first_tile[in.producer] + static_cast<int>(pt));
+          }
+        }
+        t.tasks.push_back(std::move(task));
+      }
+      const int first = t.op_first_tile[oi];
+      for (int64_t rbi = 0; rbi < op.row_blocks(); ++rbi) {
+        std::vector<int> deps;
+        for (int64_t c = 0; c < op.col_tiles(); ++c)
+          deps.push_back(first + static_cast<int>(rbi * op.col_tiles() + c));
+        row_join[oi].push_back(join(std::move(deps), 0));
+      }
+      t.op_done[oi] = op.row_blocks() == 1 ? row_join[oi][0] : join(row_join[oi], 0);
+      prev_done = t.op_done[oi];
+      prev_vendor = vendor;
+      dones.push_back(prev_done);
+    }
+    prev_end = join(dones, 0);
+    prev_start = start;
+  }
+  return t;
+}
+
+}  // namespace megaops
