@@ -68,13 +68,15 @@ std::map<std::string, int> corpus_words() {
   return words;
 }
 
-}  // namespace
-
-TokenizerFiles build_tokenizer_files(TokenizerFamily family, int vocab_size, int bos_token_id,
-                                     const std::vector<int>& eos_token_ids) {
+// The special tokens of `family`: the real model's layout where the vocabulary and BOS are the
+// real model's, else the ones the chat template needs at BOS, EOS and the lowest free ids; then one
+// for every other EOS id. Their ids go into `taken`; *regular_end: regular tokens take the free ids
+// below it.
+std::vector<Special> family_specials(TokenizerFamily family, int vocab_size, int bos_token_id,
+                                     const std::vector<int>& eos_token_ids, std::set<int>& taken,
+                                     int* regular_end) {
   const bool llama = family == TokenizerFamily::Llama3;
   std::vector<Special> specials;
-  std::set<int> taken;
   const auto add = [&](const std::string& content, int id, bool special) {
     if (id < 0 || id >= vocab_size || !taken.insert(id).second)
       throw_input_error("init-random", "tokenizer",
@@ -86,7 +88,6 @@ TokenizerFiles build_tokenizer_files(TokenizerFamily family, int vocab_size, int
     while (taken.count(id)) ++id;
     return id;
   };
-  int regular_end = vocab_size;  // regular tokens take the free ids below this
   const int eos = eos_token_ids.empty() ? -1 : eos_token_ids[0];
   if (llama && bos_token_id == 128000 && vocab_size == 128256) {
     // Llama 3.1's layout: 256 special tokens from 128000, the named ones where Meta put them.
@@ -101,7 +102,7 @@ TokenizerFiles build_tokenizer_files(TokenizerFamily family, int vocab_size, int
                             : "<|reserved_special_token_" + std::to_string(reserved++) + "|>",
           128000 + k, true);
     }
-    regular_end = 128000;
+    *regular_end = 128000;
   } else if (!llama && bos_token_id == 151643 && vocab_size >= 151669) {
     // Qwen 3's layout; the ids after 151668 are padding of the embedding, as in the real models.
     const char* names[] = {"<|endoftext|>",
@@ -136,7 +137,7 @@ TokenizerFiles build_tokenizer_files(TokenizerFamily family, int vocab_size, int
       add(n, 151643 + k, special);
     }
     for (int id = 151669; id < vocab_size; ++id) taken.insert(id);
-    regular_end = 151643;
+    *regular_end = 151643;
   } else if (llama) {
     add("<|begin_of_text|>", bos_token_id, true);
     add("<|eot_id|>", eos, true);
@@ -152,23 +153,18 @@ TokenizerFiles build_tokenizer_files(TokenizerFamily family, int vocab_size, int
   }
   for (int id : eos_token_ids)
     if (!taken.count(id)) add("<|reserved_eos_" + std::to_string(id) + "|>", id, true);
+  return specials;
+}
 
-  std::vector<int> free_ids;
-  for (int id = 0; id < regular_end; ++id)
-    if (!taken.count(id)) free_ids.push_back(id);
-  if (free_ids.size() < 256)
-    throw_input_error("init-random", "tokenizer",
-                      "vocabulary of " + std::to_string(vocab_size) +
-                          " leaves fewer than the 256 ids byte-level BPE needs");
-
-  // Tokens as byte strings, in id order: the 256 bytes, then learned merges, then synthetic ones.
-  std::vector<std::string> tokens;
+// Tokens as byte strings, in id order: the 256 bytes, then learned merges, then synthetic ones,
+// `count` in all (fewer when the synthetic ones run out), with the merges that make them.
+void build_bpe_tokens(size_t count, std::vector<std::string>& tokens,
+                      std::vector<std::pair<std::string, std::string>>& merges) {
   std::unordered_set<std::string> known;
   for (int b = 0; b < 256; ++b) {
     tokens.emplace_back(1, static_cast<char>(b));
     known.insert(tokens.back());
   }
-  std::vector<std::pair<std::string, std::string>> merges;
   // Classic BPE training over the corpus words: merge the most frequent adjacent pair (ties to the
   // smallest pair, so the result is deterministic) while it occurs at least twice.
   std::vector<std::pair<std::vector<std::string>, int>> words;
@@ -177,7 +173,7 @@ TokenizerFiles build_tokenizer_files(TokenizerFamily family, int vocab_size, int
     for (char c : w) symbols.emplace_back(1, c);
     words.emplace_back(std::move(symbols), n);
   }
-  while (tokens.size() < free_ids.size()) {
+  while (tokens.size() < count) {
     std::map<std::pair<std::string, std::string>, int> counts;
     for (const auto& [symbols, n] : words)
       for (size_t i = 0; i + 1 < symbols.size(); ++i) counts[{symbols[i], symbols[i + 1]}] += n;
@@ -211,15 +207,39 @@ TokenizerFiles build_tokenizer_files(TokenizerFamily family, int vocab_size, int
   for (size_t j = 256; j < tokens.size(); ++j)
     if (tokens[j][0] != ' ') suffixes.push_back(j);
   for (int c = 'a'; c <= 'z'; ++c) suffixes.push_back(static_cast<size_t>(c));
-  for (size_t i = 256; i < tokens.size() && tokens.size() < free_ids.size(); ++i)
+  for (size_t i = 256; i < tokens.size() && tokens.size() < count; ++i)
     for (size_t j : suffixes) {
-      if (tokens.size() >= free_ids.size()) break;
+      if (tokens.size() >= count) break;
       std::string t = tokens[i] + tokens[j];
       if (known.insert(t).second) {
         merges.emplace_back(tokens[i], tokens[j]);
         tokens.push_back(std::move(t));
       }
     }
+}
+
+}  // namespace
+
+TokenizerFiles build_tokenizer_files(TokenizerFamily family, int vocab_size, int bos_token_id,
+                                     const std::vector<int>& eos_token_ids) {
+  const bool llama = family == TokenizerFamily::Llama3;
+  std::set<int> taken;
+  int regular_end = vocab_size;  // regular tokens take the free ids below this
+  std::vector<Special> specials =
+      family_specials(family, vocab_size, bos_token_id, eos_token_ids, taken, &regular_end);
+  const int eos = eos_token_ids.empty() ? -1 : eos_token_ids[0];
+
+  std::vector<int> free_ids;
+  for (int id = 0; id < regular_end; ++id)
+    if (!taken.count(id)) free_ids.push_back(id);
+  if (free_ids.size() < 256)
+    throw_input_error("init-random", "tokenizer",
+                      "vocabulary of " + std::to_string(vocab_size) +
+                          " leaves fewer than the 256 ids byte-level BPE needs");
+
+  std::vector<std::string> tokens;
+  std::vector<std::pair<std::string, std::string>> merges;
+  build_bpe_tokens(free_ids.size(), tokens, merges);
 
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
   for (size_t k = 0; k < tokens.size(); ++k) vocab[byte_level_spelling(tokens[k])] = free_ids[k];
