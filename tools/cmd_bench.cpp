@@ -29,6 +29,7 @@
 #include "model_source.h"
 #include "planner/planner.h"
 #include "runtime/conventional.h"
+#include "models/step_graph.h"
 #endif
 
 namespace megaops::cli {
@@ -203,6 +204,7 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
           if (show_backend) std::printf("%-12s ", backend_name(backend));
           std::printf("%-14s %5d %4s %22s %10.1f %9.3f %8.1f %6.1f%% %9.4f\n", src.name.c_str(), b,
                       pdl ? "on" : "off", range, b * 1e3 / med, median(ttft_ms), gbps,
+  eo.step_graph = build_step_graph;
                       100.0 * gbps / ceiling_gbps, floor_ms);
           std::fflush(stdout);
         }

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "graph/op_graph.h"
 #include "models/model_config.h"
+#include "models/step_graph.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include <cuda_runtime.h>

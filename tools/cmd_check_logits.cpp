@@ -21,6 +21,7 @@
 #include "runtime_flags.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
+#include "models/step_graph.h"
 #include "planner/planner.h"
 #include "runtime/conventional.h"
 #endif
@@ -118,6 +119,7 @@ int run_check(const Opts& o, PrefillPath prefill_path) {
   const Reference ref = read_reference(o.expected, vocab);
   const size_t steps = ref.tokens.size();
   ExecutorOptions eo;
+  eo.step_graph = build_step_graph;
   apply_runtime_flags(o.runtime, eo);
   eo.max_batch = 1;
   eo.max_seq =

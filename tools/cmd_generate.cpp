@@ -22,6 +22,7 @@
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include "planner/planner.h"
+#include "models/step_graph.h"
 #include "runtime/conventional.h"
 #endif
 
@@ -126,6 +127,7 @@ int run_gpu(const GenerateOpts& o, GenerateState& st, const Checkpoint& ckpt,
   ExecutorOptions eo;
   apply_runtime_flags(o.runtime, eo);
   eo.max_batch = 1;
+  eo.step_graph = build_step_graph;
   eo.max_seq = max_seq;
   eo.pdl = o.pdl;
   eo.backend = backend;

@@ -16,6 +16,7 @@
 #include "models/model_config.h"
 #include "planner/planner.h"
 #include "planner/service_table.h"
+#include "models/step_graph.h"
 
 namespace megaops::cli {
 
@@ -235,9 +236,10 @@ Runner add_plan(CLI::App& app) {
     ServiceTable table;
     for (const std::string& p : o->profiles) {
       const std::string text = read_text_file(p);
-      const int added = text.find("megaops-op-bench/1") != std::string::npos
-                            ? table.load_bench_json(text, p)
-                            : table.load_profile_json(text, p, cost.machine.workers);
+      const int added =
+          text.find("megaops-op-bench/1") != std::string::npos
+              ? table.load_bench_json(text, p)
+              : table.load_profile_json(text, p, cost.machine.workers, build_step_graph);
       std::fprintf(stderr, "plan: %s: %d service-table entries\n", p.c_str(), added);
     }
     // The objective ttft plans a decode step too: the decode-graph prefill replays it.

@@ -26,6 +26,7 @@
 #endif
 
 namespace megaops::cli {
+#include "models/step_graph.h"
 
 Runner add_profile(CLI::App& app) {
   struct Opts : ModelRunOptions {
@@ -59,6 +60,7 @@ Runner add_profile(CLI::App& app) {
     eo.max_seq = context_length("--prompt/--steps/--gen",
                                 {o->prompt, std::max<int64_t>(2 * int64_t{o->steps}, o->gen), 2},
                                 src.cfg.max_position_embeddings, src.name);
+    eo.step_graph = build_step_graph;
     ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
       print_progress("loading " + src.name, d, t);
     });

@@ -20,6 +20,7 @@
 #endif
 
 namespace megaops::cli {
+#include "models/step_graph.h"
 
 Runner add_trace(CLI::App& app) {
   struct Opts : ModelRunOptions {
@@ -75,6 +76,7 @@ Runner add_trace(CLI::App& app) {
 
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, 0);
+    eo.step_graph = build_step_graph;
     TraceMeta meta;
     meta.model = src.name;
     meta.gpu = prop.name;

@@ -12,6 +12,7 @@
 #include "reference/ops.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
+#include "models/step_graph.h"
 #include "runtime/conventional.h"
 #endif
 
@@ -81,6 +82,7 @@ class GpuGenerator : public TokenGenerator {
  private:
   static ExecutorOptions options(const SamplingOptions& s, int max_context) {
     ExecutorOptions eo;
+    eo.step_graph = build_step_graph;
     eo.max_batch = 1;
     eo.max_seq = max_context;
     eo.sampling = {s.temperature, s.top_k, s.top_p, s.seed};

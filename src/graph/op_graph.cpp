@@ -1,5 +1,4 @@
-// See op_graph.h. Byte counts follow the conventional executor: bf16 weights and KV cache, an fp32
-// residual stream, fp32 matmul outputs, bf16 inputs to every matmul.
+// See op_graph.h.
 #include "graph/op_graph.h"
 
 #include <algorithm>
@@ -26,6 +25,8 @@ const char* op_kind_name(OpKind k) {
       return "sample";
     case OpKind::Bookkeeping:
       return "bookkeeping";
+    case OpKind::Collective:
+      return "collective";
   }
   return "?";
 }
@@ -76,205 +77,51 @@ int find_op(const OpGraph& g, const std::string& name, int layer) {
   return -1;
 }
 
-namespace {
-
-// Column block width: at least min_tile_cols (and a multiple of it), few enough tiles per op.
-int64_t pick_tile_cols(int64_t cols, const GraphOptions& opt) {
-  const int64_t per = (cols + opt.max_tiles_per_op - 1) / opt.max_tiles_per_op;
-  const int64_t w = (per + opt.min_tile_cols - 1) / opt.min_tile_cols * opt.min_tile_cols;
-  return std::max(opt.min_tile_cols, w);
+const char* op_code_name(OpCode c) {
+  switch (c) {
+    case OpCode::Embedding:
+      return "embedding";
+    case OpCode::InputNorm:
+      return "input_layernorm";
+    case OpCode::QkvProj:
+      return "qkv_proj";
+    case OpCode::QkvRope:
+      return "qkv_rope";
+    case OpCode::DecodeAttention:
+      return "decode_attention";
+    case OpCode::PrefillAttention:
+      return "prefill_attention";
+    case OpCode::OProj:
+      return "o_proj";
+    case OpCode::AllReduce:
+      return "all_reduce";
+    case OpCode::PostNorm:
+      return "post_attention_layernorm";
+    case OpCode::GateUpProj:
+      return "gate_up_proj";
+    case OpCode::SiluMul:
+      return "silu_mul";
+    case OpCode::DownProj:
+      return "down_proj";
+    case OpCode::FinalNorm:
+      return "final_norm";
+    case OpCode::LmHead:
+      return "lm_head";
+    case OpCode::Sample:
+      return "sample";
+    case OpCode::StepAdvance:
+      return "step_advance";
+  }
+  return "?";
 }
 
-struct Builder {
-  const ModelConfig& cfg;
-  const GraphOptions& opt;
-  OpGraph g;
-  int64_t tile_rows = 0;
-
-  int add(Op op, std::vector<OpInput> inputs, int64_t forced_tile_cols = 0) {
-    if (op.tile_rows == 0) op.tile_rows = std::min<int64_t>(tile_rows, op.rows);
-    op.tile_cols = forced_tile_cols ? forced_tile_cols : pick_tile_cols(op.cols, opt);
-    op.inputs = std::move(inputs);
-    g.ops.push_back(std::move(op));
-    return static_cast<int>(g.ops.size()) - 1;
-  }
-
-  Op matmul(const char* name, int layer, int64_t m, int64_t n, int64_t k) {
-    Op o;
-    o.name = name;
-    o.layer = layer;
-    o.kind = OpKind::Matmul;
-    o.m = m;
-    o.n = n;
-    o.k = k;
-    o.weight_bytes = n * k * 2;
-    o.act_in_bytes = m * k * 2;
-    o.act_out_bytes = m * n * 4;
-    o.flops = 2.0 * m * n * k;
-    o.rows = m;
-    o.cols = n;
-    return o;
-  }
-
-  // add + RMSNorm: reads the fp32 residual and (after layer 0) the fp32 delta, writes the residual
-  // back and the bf16 normalised row.
-  Op norm(const char* name, int layer, int64_t m, bool has_delta) {
-    const int64_t h = cfg.hidden_size;
-    Op o;
-    o.name = name;
-    o.layer = layer;
-    o.kind = OpKind::Norm;
-    o.m = m;
-    o.n = h;
-    o.weight_bytes = h * 2;
-    o.act_in_bytes = m * h * 4 * (has_delta ? 2 : 1);
-    o.act_out_bytes = m * h * (4 + 2);
-    o.flops = 5.0 * m * h;
-    o.rows = m;
-    o.cols = h;
-    return o;
-  }
-
-  // The layer stack for t rows; `decode` selects the attention op. Returns the last op.
-  int layers(int64_t t, int context, bool decode, int prev) {
-    const int64_t h = cfg.hidden_size, qd = cfg.q_dim(), kvd = cfg.kv_dim(),
-                  inter = cfg.intermediate_size, hd = cfg.head_dim;
-    for (int l = 0; l < cfg.num_layers; ++l) {
-      const int n1 = add(norm("input_layernorm", l, t, l > 0), {{prev, ReadPattern::AllRow}});
-      const int qkv =
-          add(matmul("qkv_proj", l, t, qd + 2 * kvd, h), {{n1, ReadPattern::AllFoldable}});
-      Op r;
-      r.name = "qkv_rope";
-      r.layer = l;
-      r.kind = OpKind::Rope;
-      r.m = t;
-      r.n = qd + 2 * kvd;
-      r.weight_bytes = cfg.has_qk_norm() ? 2 * hd * 2 : 0;
-      r.act_in_bytes = t * (qd + 2 * kvd) * 4;
-      r.act_out_bytes = t * (qd + 2 * kvd) * 2;  // q, and the new K/V rows into the cache
-      r.flops = 6.0 * t * (qd + kvd);
-      r.rows = t;
-      r.cols = qd + 2 * kvd;
-      const int rope = add(r, {{qkv, ReadPattern::SameColumns}}, hd);
-      Op a;
-      a.name = decode ? "decode_attention" : "prefill_attention";
-      a.layer = l;
-      a.kind = OpKind::Attention;
-      a.m = t;
-      a.n = qd;
-      a.k = context;
-      const int64_t seqs = decode ? t : 1;
-      a.kv_bytes = seqs * static_cast<int64_t>(context) * kvd * 2 * opt.kv_dtype_bytes;
-      a.act_in_bytes = t * (qd + 2 * kvd) * 2;
-      a.act_out_bytes = t * qd * 2;
-      // Each query row attends to `context` cached positions (+ the causal part of the chunk).
-      const double positions = decode ? context + 1.0 : context + (t + 1) / 2.0;
-      a.flops = 4.0 * t * cfg.num_heads * hd * positions;
-      a.rows = t;
-      a.cols = qd;
-      const int att = add(a, {{rope, ReadPattern::AttentionHead}}, hd);
-      const int o = add(matmul("o_proj", l, t, h, qd), {{att, ReadPattern::AllFoldable}});
-      const int n2 = add(norm("post_attention_layernorm", l, t, true), {{o, ReadPattern::AllRow}});
-      const int gu =
-          add(matmul("gate_up_proj", l, t, 2 * inter, h), {{n2, ReadPattern::AllFoldable}});
-      Op s;
-      s.name = "silu_mul";
-      s.layer = l;
-      s.kind = OpKind::Elementwise;
-      s.m = t;
-      s.n = inter;
-      s.act_in_bytes = t * 2 * inter * 4;
-      s.act_out_bytes = t * inter * 2;
-      s.flops = 4.0 * t * inter;
-      s.rows = t;
-      s.cols = inter;
-      const int sm = add(s, {{gu, ReadPattern::GateUpPair}});
-      prev = add(matmul("down_proj", l, t, h, inter), {{sm, ReadPattern::AllFoldable}});
-    }
-    return prev;
-  }
-
-  Op embedding(int64_t t) {
-    const int64_t h = cfg.hidden_size;
-    Op e;
-    e.name = "embedding";
-    e.kind = OpKind::Embedding;
-    e.m = t;
-    e.n = h;
-    e.weight_bytes = t * h * 2;  // only the gathered rows of the table
-    e.act_in_bytes = t * 4;
-    e.act_out_bytes = t * h * 4;
-    e.rows = t;
-    e.cols = h;
-    return e;
-  }
-
-  // final_norm, lm_head and sampling over b rows.
-  int head(int64_t b, int prev) {
-    const int fn = add(norm("final_norm", -1, b, true), {{prev, ReadPattern::AllRow}});
-    const int lm = add(matmul("lm_head", -1, b, cfg.vocab_size, cfg.hidden_size),
-                       {{fn, ReadPattern::AllFoldable}});
-    Op s;
-    s.name = "sample";
-    s.kind = OpKind::Sample;
-    s.m = b;
-    s.n = cfg.vocab_size;
-    s.act_in_bytes = b * int64_t{cfg.vocab_size} * 4;
-    s.act_out_bytes = b * 4;
-    s.flops = 5.0 * b * cfg.vocab_size;
-    s.rows = b;
-    s.cols = 1;
-    s.tile_rows = b;
-    return add(s, {{lm, ReadPattern::Whole}}, 1);
-  }
-};
-
-void check_sizes(const ModelConfig& cfg, int rows, int context, const char* rows_name) {
-  if (cfg.num_layers < 1 || cfg.hidden_size < 1 || cfg.head_dim < 1 || cfg.num_kv_heads < 1)
-    throw_input_error("op graph", "config", "expected a validated model config");
-  if (rows < 1)
-    throw_input_error("op graph", rows_name, "expected >= 1, found " + std::to_string(rows));
-  if (context < 0)
-    throw_input_error("op graph", "context", "expected >= 0, found " + std::to_string(context));
-}
-
-}  // namespace
-
-OpGraph build_decode_graph(const ModelConfig& cfg, const std::string& model, int batch, int context,
-                           const GraphOptions& opt) {
-  check_sizes(cfg, batch, context, "batch");
-  Builder b{cfg, opt, {}, batch};
-  b.g.model = model;
-  b.g.step = StepKind::Decode;
-  b.g.batch = batch;
-  b.g.context = context;
-  const int e = b.add(b.embedding(batch), {});
-  const int last = b.layers(batch, context, /*decode=*/true, e);
-  const int s = b.head(batch, last);
-  Op adv;
-  adv.name = "step_advance";
-  adv.kind = OpKind::Bookkeeping;
-  adv.m = batch;
-  adv.act_in_bytes = batch * 8;
-  adv.act_out_bytes = batch * 8;
-  adv.rows = batch;
-  adv.cols = 1;
-  b.add(adv, {{s, ReadPattern::Whole}}, 1);
-  return b.g;
-}
-
-OpGraph build_prefill_graph(const ModelConfig& cfg, const std::string& model, int tokens,
-                            int context, const GraphOptions& opt) {
-  check_sizes(cfg, tokens, context, "tokens");
-  Builder b{cfg, opt, {}, opt.prefill_tile_rows};
-  b.g.model = model;
-  b.g.step = StepKind::Prefill;
-  b.g.batch = tokens;
-  b.g.context = context;
-  const int e = b.add(b.embedding(tokens), {});
-  const int last = b.layers(tokens, context, /*decode=*/false, e);
-  b.head(1, last);  // the first generated token comes from the chunk's last row
-  return b.g;
+void check_op_codes(const OpGraph& g, const std::vector<OpCode>& known, const std::string& who) {
+  for (const Op& op : g.ops)
+    if (std::find(known.begin(), known.end(), op.code) == known.end())
+      throw_input_error(who, "op graph",
+                        "expected ops it can run, found " + op.name +
+                            (op.layer >= 0 ? " (layer " + std::to_string(op.layer) + ")" : "") +
+                            " (" + op_code_name(op.code) + ")");
 }
 
 int64_t producer_row_block(const OpGraph& g, int consumer, int input_index, int64_t rb) {

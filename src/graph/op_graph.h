@@ -1,7 +1,9 @@
-// The op graph of one decode step (or one prefill chunk) of a dense decoder, built from a
-// ModelConfig: the ops the conventional executor launches, in launch order, with their shapes,
-// bytes, FLOPs and tiling contracts. The planner reads it as plain data; nothing here runs a
-// kernel.
+// The op graph of one decode step (or one prefill chunk) of a dense decoder: the ops in launch
+// order, each with its code (what it computes), the tensors it reads and writes, its shapes,
+// bytes, FLOPs, tiling contract and the neighbours it may fold into. models/step_graph.h builds it
+// from a model's configuration; it is the one description of the step that the executors run
+// (each walks the ops and launches what each code says), the planner composes and the profiler
+// names. Plain data: nothing here runs a kernel.
 //
 // Tiling contract: an op's output is a [rows, cols] tensor cut into tiles of `tile_rows` rows x
 // `tile_cols` columns (decode: one row block holding every batch row, so a tile is a block of
@@ -13,14 +15,65 @@
 #include <string>
 #include <vector>
 
-#include "models/model_config.h"
+#include "graph/model_config.h"
 
 namespace megaops {
 
-enum class OpKind { Embedding, Norm, Matmul, Rope, Attention, Elementwise, Sample, Bookkeeping };
+enum class OpKind {
+  Embedding,
+  Norm,
+  Matmul,
+  Rope,
+  Attention,
+  Elementwise,
+  Sample,
+  Bookkeeping,
+  Collective
+};
 enum class StepKind { Decode, Prefill };
 
 const char* op_kind_name(OpKind k);
+
+// What an op computes: the executors launch by code, so a code they do not know is an error, not a
+// silently skipped op.
+enum class OpCode {
+  Embedding,         // gather the tokens' rows of the embedding table into the residual stream
+  InputNorm,         // residual += delta (after layer 0); normed = RMSNorm(residual) * ln1
+  QkvProj,           // qkv = normed x Wqkv^T
+  QkvRope,           // q / k norms (Qwen 3), RoPE; q out, the new k / v rows into the KV cache
+  DecodeAttention,   // attn = attention of one query row per sequence over its cached positions
+  PrefillAttention,  // attn = causal attention of the chunk's rows over their sequences' caches
+  OProj,             // delta = attn x Wo^T
+  AllReduce,         // delta summed over the tensor-parallel ranks (after o_proj and down_proj)
+  PostNorm,          // residual += delta; normed = RMSNorm(residual) * ln2
+  GateUpProj,        // gate_up = normed x [Wgate | Wup]^T
+  SiluMul,           // act = SiLU(gate) * up
+  DownProj,          // delta = act x Wdown^T
+  FinalNorm,         // residual += delta; normed = RMSNorm(residual) * final norm
+  LmHead,            // logits = normed rows x Wlm^T
+  Sample,            // next token per sequence from the logits
+  StepAdvance,       // positions, lengths and the fed-back tokens advanced on the device
+};
+
+const char* op_code_name(OpCode c);
+
+// Neighbours an op may fold into (a fold computes the op inside the other kernel, bit for bit; the
+// executor applies one where the plan asks for it and the kernel path allows it).
+enum OpFold : uint32_t {
+  FOLD_NONE = 0,
+  FOLD_INTO_CONSUMER_PROLOGUE = 1,  // the next op computes it while loading its input (norm ->
+                                    // matmul, SiLU-mul -> down, RoPE -> decode attention)
+  FOLD_INTO_PRODUCER_EPILOGUE = 2,  // the op before writes its output (SiLU-mul <- gate_up,
+                                    // greedy sampling <- LM head)
+};
+
+// A tensor of the step: a buffer the ops read and write (the residual stream is updated in place
+// by the norms; delta is rewritten by every projection into the residual).
+struct Tensor {
+  std::string name;
+  int64_t rows = 0, cols = 0;
+  int elem_bytes = 0;
+};
 
 // Which producer tiles one consumer tile reads.
 enum class ReadPattern {
@@ -41,10 +94,18 @@ struct OpInput {
   ReadPattern pattern = ReadPattern::AllFoldable;
 };
 
+struct OpIo {
+  std::vector<int> reads;   // tensors read (indices into OpGraph::tensors)
+  std::vector<int> writes;  // tensors written
+};
+
 struct Op {
-  std::string name;  // the conventional executor's op name ("qkv_proj")
+  std::string name;  // the op's name in profiles, plans and traces ("qkv_proj")
   int layer = -1;    // -1 outside the layer stack
   OpKind kind = OpKind::Elementwise;
+  OpCode code = OpCode::Embedding;
+  uint32_t folds = FOLD_NONE;  // OpFold bits
+  OpIo io;
   int64_t m = 0, n = 0, k = 0;  // matmul-like shape: rows (tokens), output columns, reduction
   int64_t weight_bytes = 0;     // parameters read (embedding: only the rows gathered)
   int64_t kv_bytes = 0;         // KV cache read (attention); ready before the step's inputs are
@@ -67,9 +128,11 @@ struct Op {
 struct OpGraph {
   std::string model;
   StepKind step = StepKind::Decode;
-  int batch = 0;    // sequences (decode) or prefill tokens (prefill)
-  int context = 0;  // KV positions each sequence attends to (decode) / before the chunk (prefill)
+  int batch = 0;      // sequences (decode) or prefill tokens (prefill)
+  int context = 0;    // KV positions each sequence attends to (decode) / before the chunk (prefill)
+  int sequences = 0;  // sequences the step samples a token for
   std::vector<Op> ops;
+  std::vector<Tensor> tensors;
 
   int64_t total_weight_bytes() const;
   double total_flops() const;
@@ -83,17 +146,25 @@ struct GraphOptions {
   int kv_dtype_bytes = 2;  // bf16 KV cache
 };
 
-// One decode step for `batch` sequences attending to `context` cached positions each: embedding,
-// per layer [input_layernorm, qkv_proj, qkv_rope, decode_attention, o_proj,
-// post_attention_layernorm, gate_up_proj, silu_mul, down_proj], final_norm, lm_head, sample,
-// step_advance. Weights bf16; matmul outputs fp32 as in the conventional executor.
-OpGraph build_decode_graph(const ModelConfig& cfg, const std::string& model, int batch, int context,
-                           const GraphOptions& opt = {});
+// What an executor asks the model description for: the graph of a decode step of `rows`
+// sequences, or of a prefill chunk of `rows` tokens of `sequences` sequences (its LM head and
+// sampler run over their last rows), after `context` cached positions; `tensor_parallel` adds the
+// all-reduce ops of the row-parallel projections.
+struct StepRequest {
+  StepKind step = StepKind::Decode;
+  int rows = 1;
+  int sequences = 1;
+  int context = 0;
+  bool tensor_parallel = false;
+};
 
-// One prefill chunk of `tokens` tokens of one sequence after `context` cached positions, ending
-// with the LM head and sampling of the last row (the first token).
-OpGraph build_prefill_graph(const ModelConfig& cfg, const std::string& model, int tokens,
-                            int context, const GraphOptions& opt = {});
+// The model description's step graph builder (models/step_graph.h: build_step_graph): what the
+// executors are handed, so they run the graph without depending on how a model is described.
+using StepGraphBuilder = OpGraph (*)(const ModelConfig& cfg, const StepRequest& req);
+
+// Throws InputError naming the op unless every op of `g` has a code in `known` (an executor checks
+// the graph it is handed before it runs it).
+void check_op_codes(const OpGraph& g, const std::vector<OpCode>& known, const std::string& who);
 
 // The producer tiles that tile `tile` of op `consumer` reads through its input `input_index`,
 // ascending. Throws InputError on out-of-range indices.

@@ -81,7 +81,7 @@ T field(const json& j, const char* name, const std::string& origin, const char* 
 }  // namespace
 
 int ServiceTable::load_profile_json(const std::string& text, const std::string& origin,
-                                    int full_budget) {
+                                    int full_budget, StepGraphBuilder graphs) {
   const json j = parse(text, origin);
   const auto backend = field<std::string>(j, "backend", origin, "a string");
   if (backend != "conventional")
@@ -107,7 +107,12 @@ int ServiceTable::load_profile_json(const std::string& text, const std::string& 
   const int context = field<int>(j, "context", origin, "an integer");
   const auto gpu = field<std::string>(j, "gpu", origin, "a string");
   const auto dtype = field<std::string>(j, "dtype", origin, "a string");
-  const OpGraph g = build_decode_graph(cfg, "profile", batch, context);
+  StepRequest req;
+  req.step = StepKind::Decode;
+  req.rows = batch;
+  req.sequences = batch;
+  req.context = context;
+  const OpGraph g = graphs(cfg, req);
   if (!j.contains("ops") || !j.at("ops").is_array())
     throw_input_error(origin, "ops", "expected an array, found nothing");
   const json& rows = j.at("ops");

@@ -71,8 +71,10 @@ class ServiceTable {
   // profile runs every kernel on the whole GPU). Shapes come from the profile's own "shapes",
   // "batch" and "context", never from the model being planned. With "graph_step_us" (and
   // "step_us") the entries are corrected for the profile's events (StepFigures). Returns entries
-  // added.
-  int load_profile_json(const std::string& text, const std::string& origin, int full_budget);
+  // added. `graphs` builds the decode graph of the profile's shapes (models/step_graph.h's
+  // build_step_graph): the profile's ops are matched against it by name and layer.
+  int load_profile_json(const std::string& text, const std::string& origin, int full_budget,
+                        StepGraphBuilder graphs);
 
   // A standalone op benchmark file, schema "megaops-op-bench/1". Returns entries added.
   int load_bench_json(const std::string& text, const std::string& origin);

@@ -88,11 +88,17 @@ std::vector<float> Model::forward(const std::vector<int>& tokens) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
 
   std::vector<float> x(rows * hidden), h(rows * hidden), proj(rows * hidden), sum(rows * hidden);
+  auto record = [&](OpCode code, int layer, int64_t cols, const float* out) {
+    if (observer_) observer_({code, layer, static_cast<int64_t>(rows), cols, out});
+  };
   std::vector<int32_t> ids(tokens.begin(), tokens.end());
   embedding(w_.get("model.embed_tokens.weight").data(), ids.data(), x.data(), n, hidden);
+  record(OpCode::Embedding, -1, hidden, x.data());
 
   // Every rank's partial output of a row-parallel block, added in rank order into x (at tp = 1
-  // the one partial is added directly: the same arithmetic as a model without TP).
+  // the one partial is added directly: the same arithmetic as a model without TP). The partials'
+  // ops record themselves on rank 0 only.
+  int layer = -1;
   auto all_reduce_into_x = [&](auto&& partial) {
     if (ranks_.size() == 1) {
       partial(ranks_[0], proj.data());
@@ -105,7 +111,13 @@ std::vector<float> Model::forward(const std::vector<int>& tokens) {
       add(sum.data(), proj.data(), sum.data(), sum.size());
     }
     add(x.data(), sum.data(), x.data(), x.size());
+    record(OpCode::AllReduce, layer, hidden, x.data());
   };
+  auto record_rank = [&](const Rank& r, OpCode code, int64_t cols, const float* out) {
+    if (&r == &ranks_[0]) record(code, layer, cols, out);
+  };
+  const OpCode attention_code =
+      n == 1 && pos_ > 0 ? OpCode::DecodeAttention : OpCode::PrefillAttention;
 
   // Scratch of one rank's blocks, reused by every rank and layer (tp divides heads, kv heads and
   // features evenly, so all ranks have rank 0's shapes).
@@ -115,17 +127,21 @@ std::vector<float> Model::forward(const std::vector<int>& tokens) {
       up(rows * rc0.intermediate_size);
 
   for (int l = 0; l < c.num_layers; ++l) {
+    layer = l;
     auto lw = [&](const Rank& r, const char* suffix) {
       return weight(r, layer_weight_name(l, suffix));
     };
 
     rmsnorm(x.data(), lw(ranks_[0], "input_layernorm.weight"), h.data(), n, hidden, c.rms_norm_eps);
+    record(OpCode::InputNorm, l, hidden, h.data());
     all_reduce_into_x([&](Rank& r, float* out) {
       const ModelConfig& rc = r.cfg;
       const int q_dim = rc.q_dim(), kv_dim = rc.kv_dim();
       matmul(h.data(), lw(r, "self_attn.q_proj.weight"), q.data(), n, hidden, q_dim);
       matmul(h.data(), lw(r, "self_attn.k_proj.weight"), k.data(), n, hidden, kv_dim);
       matmul(h.data(), lw(r, "self_attn.v_proj.weight"), v.data(), n, hidden, kv_dim);
+      // q, k and v as the step graph's one fused projection (its output holds all three).
+      record_rank(r, OpCode::QkvProj, q_dim + 2 * kv_dim, nullptr);
       if (rc.has_qk_norm()) {
         rmsnorm(q.data(), lw(r, "self_attn.q_norm.weight"), q.data(), n * rc.num_heads, rc.head_dim,
                 rc.rms_norm_eps);
@@ -144,23 +160,33 @@ std::vector<float> Model::forward(const std::vector<int>& tokens) {
       vc.resize(new_len * kv_dim);
       std::copy(k.begin(), k.end(), kc.begin() + static_cast<size_t>(pos_) * kv_dim);
       std::copy(v.begin(), v.end(), vc.begin() + static_cast<size_t>(pos_) * kv_dim);
+      record_rank(r, OpCode::QkvRope, q_dim + 2 * kv_dim, nullptr);
       attention_prefill(q.data(), kc.data(), vc.data(), n, pos_, rc.num_heads, rc.num_kv_heads,
                         rc.head_dim, scale, attn.data());
+      record_rank(r, attention_code, q_dim, attn.data());
       matmul(attn.data(), lw(r, "self_attn.o_proj.weight"), out, n, q_dim, hidden);
+      record_rank(r, OpCode::OProj, hidden, out);
     });
 
     rmsnorm(x.data(), lw(ranks_[0], "post_attention_layernorm.weight"), h.data(), n, hidden,
             c.rms_norm_eps);
+    record(OpCode::PostNorm, l, hidden, h.data());
     all_reduce_into_x([&](Rank& r, float* out) {
       const int inter = r.cfg.intermediate_size;
       matmul(h.data(), lw(r, "mlp.gate_proj.weight"), gate.data(), n, hidden, inter);
       matmul(h.data(), lw(r, "mlp.up_proj.weight"), up.data(), n, hidden, inter);
+      // gate and up as the step graph's one fused projection.
+      record_rank(r, OpCode::GateUpProj, 2 * inter, nullptr);
       silu_mul(gate.data(), up.data(), gate.data(), gate.size());
+      record_rank(r, OpCode::SiluMul, inter, gate.data());
       matmul(gate.data(), lw(r, "mlp.down_proj.weight"), out, n, inter, hidden);
+      record_rank(r, OpCode::DownProj, hidden, out);
     });
   }
+  layer = -1;
 
   rmsnorm(x.data(), w_.get("model.norm.weight").data(), h.data(), n, hidden, c.rms_norm_eps);
+  record(OpCode::FinalNorm, -1, hidden, h.data());
   std::vector<float> logits(rows * c.vocab_size);
   if (ranks_.size() == 1) {
     const char* head = c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
@@ -175,6 +201,7 @@ std::vector<float> Model::forward(const std::vector<int>& tokens) {
                   logits.begin() + t * c.vocab_size + r.vocab0);
     }
   }
+  record(OpCode::LmHead, -1, c.vocab_size, logits.data());
   pos_ = static_cast<int>(new_len);
   return logits;
 }

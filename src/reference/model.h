@@ -2,17 +2,32 @@
 // full-model tests and the backend `megaops generate` falls back to without a GPU.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "graph/model_config.h"
+#include "graph/op_graph.h"
 
 namespace megaops {
 class Checkpoint;
 }
 
 namespace megaops::ref {
+
+// One op of a forward pass as the oracle ran it, in the step graph's terms (graph/op_graph.h):
+// its code, layer (-1 outside the layers) and output [rows, cols] (at tp > 1, rank 0's part of a
+// sharded output; the all-reduce's output is the summed residual stream). `out` is null where the
+// op's output is not one buffer of the oracle: the fused projections, which it computes as
+// separate matmuls (q, k, v; gate, up), and RoPE, which writes q and the new cache rows.
+struct OpRecord {
+  OpCode code;
+  int layer;
+  int64_t rows, cols;
+  const float* out;
+};
+using OpObserver = std::function<void(const OpRecord&)>;
 
 // All weights of a model as fp32, by HF name.
 struct Weights {
@@ -42,6 +57,12 @@ class Model {
   // max_seq_len.
   std::vector<float> forward(const std::vector<int>& tokens);
 
+  // Called after every op of later forward passes, in order (tests check the oracle's op list
+  // against the step graph's, op by op). Attention is recorded as DecodeAttention for one token
+  // after a cached context (a decode step) and as PrefillAttention otherwise; the sampler and
+  // step_advance are not part of a forward pass.
+  void set_observer(OpObserver observer) { observer_ = std::move(observer); }
+
   int pos() const { return pos_; }
   int tp() const { return static_cast<int>(ranks_.size()); }
   void reset() { pos_ = 0; }
@@ -64,6 +85,7 @@ class Model {
   int pos_ = 0;
   std::vector<float> inv_freq_;
   std::vector<Rank> ranks_;
+  OpObserver observer_;
 };
 
 }  // namespace megaops::ref

@@ -8,6 +8,7 @@
 // tensor parallelism the O and down projections' partial sums are reduced over the ranks (tp.cu).
 #include <algorithm>
 
+#include "kernels/attention_prefill.cuh"
 #include "kernels/silu_mul.cuh"
 #include "kernels/tp_reduce.cuh"
 #include "runtime/executor_core.h"
@@ -44,62 +45,143 @@ int ExecutorCore::carveout_before_matmul(bool pdl, int m, int n, int k) const {
   return mm->path(next) == MatmulPath::Stream ? int{cudaSharedmemCarveoutMaxShared} : -1;
 }
 
-// Everything from the embedding to the last layer's down projection, for `t` tokens whose ids,
-// positions and slots are at ids/pos/slots. `decode` selects the attention kernel.
-void ExecutorCore::run_layers(int t, const int32_t* ids, const int32_t* pos, const int32_t* slots,
-                              const int32_t* ctx, bool decode, bool pdl) {
-  const int h = cfg.hidden_size, qd = cfg.q_dim(), kvd = cfg.kv_dim(),
+// The ops of the step graph that launch a kernel on the conventional step (every code the step
+// graph has): the executor checks the graphs it is handed against this list at setup.
+const std::vector<OpCode>& conventional_op_codes() {
+  static const std::vector<OpCode> codes = {
+      OpCode::Embedding,       OpCode::InputNorm,        OpCode::QkvProj, OpCode::QkvRope,
+      OpCode::DecodeAttention, OpCode::PrefillAttention, OpCode::OProj,   OpCode::AllReduce,
+      OpCode::PostNorm,        OpCode::GateUpProj,       OpCode::SiluMul, OpCode::DownProj,
+      OpCode::FinalNorm,       OpCode::LmHead,           OpCode::Sample,  OpCode::StepAdvance};
+  return codes;
+}
+
+// The next op of g after op i (the matmul a norm, attention or SiLU-mul hands its output to).
+static const Op& next_op(const OpGraph& g, size_t i) {
+  if (i + 1 >= g.ops.size()) throw Error("internal: step graph ends after " + g.ops[i].name);
+  return g.ops[i + 1];
+}
+
+// Whether the row-parallel projection at op i hands its partial sums to the peer reduction
+// (TpReduce::Peer, decode) instead of writing delta for an NCCL all-reduce.
+bool ExecutorCore::reduces_by_peer(const OpGraph& g, size_t i, const StepWalk& w) const {
+  return w.decode && peer != nullptr && i + 1 < g.ops.size() &&
+         g.ops[i + 1].code == OpCode::AllReduce;
+}
+
+// Op i of g for the rows of `w`, launched on the step's stream: the op's code says which kernel
+// and which of the executor's buffers and weights it reads and writes.
+void ExecutorCore::run_op(const OpGraph& g, size_t i, StepWalk& w) {
+  const Op& op = g.ops[i];
+  const char* name = op.name.c_str();
+  const int t = w.rows, h = cfg.hidden_size, qd = cfg.q_dim(), kvd = cfg.kv_dim(),
             inter = cfg.intermediate_size;
-  EmbeddingParams ep = embedding_params(ids, residual, t);
-  ep.launch = launch(pdl);
-  check(launch_embedding(ep), "embedding");
-  for (int l = 0; l < cfg.num_layers; ++l) {
-    current_layer = l;
-    const LayerWeights& L = layers[l];
-    add_rmsnorm(l == 0 ? nullptr : delta, L.ln1, normed, t, pdl, "input_layernorm",
-                carveout_before_matmul(pdl, t, qd + 2 * kvd, h));
-    matmul(normed, L.wqkv, qkv, DType::F32, t, qd + 2 * kvd, h, pdl, "qkv_proj");
-    QkvRopeParams rp = qkv_rope_params(L, qkv, q, pos, slots, t);
-    rp.launch = launch(pdl);
-    check(launch_qkv_rope(rp), "qkv_rope");
-    if (decode) {
-      DecodeAttentionParams ap = decode_attention_params(L, q, attn, attn_ws, slots, ctx, t);
+  const bool pdl = w.pdl;
+  current_layer = op.layer;
+  const LayerWeights* L = op.layer >= 0 ? &layers.at(op.layer) : nullptr;
+  // A row-parallel projection's partial output: this rank's peer slot, or delta.
+  auto delta_out = [&](int site) -> float* {
+    return reduces_by_peer(g, i, w) ? peer_slot(opt.tp_rank, site) : delta;
+  };
+  switch (op.code) {
+    case OpCode::Embedding: {
+      EmbeddingParams ep = embedding_params(w.ids, residual, t);
+      ep.launch = launch(pdl);
+      check(launch_embedding(ep), name);
+      return;
+    }
+    case OpCode::InputNorm:
+    case OpCode::PostNorm: {
+      const Op& mm_op = next_op(g, i);
+      add_rmsnorm(
+          op.layer == 0 && op.code == OpCode::InputNorm ? nullptr : delta,
+          op.code == OpCode::InputNorm ? L->ln1 : L->ln2, normed, t, pdl, name,
+          carveout_before_matmul(pdl, t, static_cast<int>(mm_op.n), static_cast<int>(mm_op.k)));
+      return;
+    }
+    case OpCode::QkvProj:
+      matmul(normed, L->wqkv, qkv, DType::F32, t, qd + 2 * kvd, h, pdl, name);
+      return;
+    case OpCode::QkvRope: {
+      QkvRopeParams rp = qkv_rope_params(*L, qkv, q, w.pos, w.slots, t);
+      rp.launch = launch(pdl);
+      check(launch_qkv_rope(rp), name);
+      return;
+    }
+    case OpCode::DecodeAttention: {
+      DecodeAttentionParams ap = decode_attention_params(*L, q, attn, attn_ws, w.slots, w.ctx, t);
       ap.done_counters = attn_done;
       ap.launch = launch(pdl);
       ap.launch.carveout = carveout_before_matmul(pdl, t, h, qd);
-      check(launch_decode_attention(ap), "decode_attention");
-    } else {
-      PrefillAttentionParams ap = attention_params<PrefillAttentionParams>(L, q, attn, slots);
-      ap.positions = pos;
+      check(launch_decode_attention(ap), name);
+      return;
+    }
+    case OpCode::PrefillAttention: {
+      PrefillAttentionParams ap = attention_params<PrefillAttentionParams>(*L, q, attn, w.slots);
+      ap.positions = w.pos;
       ap.t = t;
       ap.launch = launch(pdl);
-      check(launch_prefill_attention(ap), "prefill_attention");
+      // The tensor-core kernel (online softmax); head dims it does not take go to the scalar one.
+      check(launch_prefill_attention_flash(ap), name);
+      return;
     }
-    const bool by_peer = decode && peer != nullptr;
-    matmul(attn, L.wo, by_peer ? peer_slot(opt.tp_rank, 2 * l) : delta, DType::F32, t, h, qd, pdl,
-           "o_proj");
-    if (by_peer)
-      peer_reduce_delta(2 * l, t, pdl);
-    else
-      all_reduce_delta(t, "o_proj all-reduce");
-    add_rmsnorm(delta, L.ln2, normed, t, pdl, "post_attention_layernorm",
-                carveout_before_matmul(pdl, t, 2 * inter, h));
-    matmul(normed, L.wgu, gu, DType::F32, t, 2 * inter, h, pdl, "gate_up_proj");
-    SiluMulParams sp;
-    sp.gate_up_f32 = gu;
-    sp.out = act;
-    sp.m = t;
-    sp.inter = inter;
-    sp.launch = launch(pdl);
-    sp.launch.carveout = carveout_before_matmul(pdl, t, h, inter);
-    check(launch_silu_mul(sp), "silu_mul");
-    matmul(act, L.wdown, by_peer ? peer_slot(opt.tp_rank, 2 * l + 1) : delta, DType::F32, t, h,
-           inter, pdl, "down_proj");
-    if (by_peer)
-      peer_reduce_delta(2 * l + 1, t, pdl);
-    else
-      all_reduce_delta(t, "down_proj all-reduce");
+    case OpCode::OProj:
+      matmul(attn, L->wo, delta_out(2 * op.layer), DType::F32, t, h, qd, pdl, name);
+      return;
+    case OpCode::AllReduce: {
+      const bool after_down = i > 0 && g.ops[i - 1].code == OpCode::DownProj;
+      if (reduces_by_peer(g, i - 1, w))
+        peer_reduce_delta(2 * op.layer + (after_down ? 1 : 0), t, pdl);
+      else
+        all_reduce_delta(t, name);
+      return;
+    }
+    case OpCode::GateUpProj:
+      matmul(normed, L->wgu, gu, DType::F32, t, 2 * inter, h, pdl, name);
+      return;
+    case OpCode::SiluMul: {
+      SiluMulParams sp;
+      sp.gate_up_f32 = gu;
+      sp.out = act;
+      sp.m = t;
+      sp.inter = inter;
+      sp.launch = launch(pdl);
+      sp.launch.carveout = carveout_before_matmul(pdl, t, h, inter);
+      check(launch_silu_mul(sp), name);
+      return;
+    }
+    case OpCode::DownProj:
+      matmul(act, L->wdown, delta_out(2 * op.layer + 1), DType::F32, t, h, inter, pdl, name);
+      return;
+    case OpCode::FinalNorm:
+      add_rmsnorm(delta, final_norm, normed, t, pdl, name,
+                  comm == nullptr && w.decode
+                      ? carveout_before_matmul(pdl, t, cfg.vocab_size, cfg.hidden_size)
+                      : -1);
+      return;
+    case OpCode::LmHead:
+      w.argmax = lm_head_logits(w.head_in, w.head_rows, pdl);
+      return;
+    case OpCode::Sample: {
+      SampleParams sp = sample_params(w.head_rows);
+      sp.argmax = w.argmax;
+      if (!w.rng_by_slot) sp.rng_rows = nullptr;
+      sp.launch = launch(pdl);
+      check(launch_sample(sp), name);
+      return;
+    }
+    case OpCode::StepAdvance: {
+      StepAdvanceParams ap = step_advance_params(w.head_rows);
+      ap.launch = launch(pdl);
+      check(launch_step_advance(ap), name);
+      return;
+    }
   }
+  throw Error(std::string("internal: the conventional step cannot run op ") + name);
+}
+
+void ExecutorCore::run_ops(const OpGraph& g, size_t first, size_t end, StepWalk& w) {
+  for (size_t i = first; i < end; ++i) run_op(g, i, w);
   current_layer = -1;
 }
 
@@ -130,41 +212,47 @@ bool ExecutorCore::greedy_epilogue_allowed() const {
   return opt.greedy_in_lm_head && opt.sampling.temperature <= 0.0f && comm == nullptr;
 }
 
-// rng_by_slot false: row b draws as sequence b (the layer prefill, whose dec_slots are not set
-// yet when it samples).
-void ExecutorCore::lm_head_and_sample(const bf16* rows, int b, bool pdl, bool rng_by_slot) {
-  unsigned long long* argmax = lm_head_logits(rows, b, pdl);
-  SampleParams sp = sample_params(b);
-  sp.argmax = argmax;
-  if (!rng_by_slot) sp.rng_rows = nullptr;
-  sp.launch = launch(pdl);
-  check(launch_sample(sp), "sample");
+// The index of the first op of g with this code (throws when there is none).
+static size_t op_index(const OpGraph& g, OpCode code) {
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].code == code) return i;
+  throw Error(std::string("internal: the step graph has no ") + op_code_name(code) + " op");
 }
 
 void ExecutorCore::record_decode_step(int b, bool pdl) {
   if (peer) check(launch_tp_step_advance(peer->step, launch(pdl)), "tp step advance");
-  run_layers(b, dec_tokens, dec_pos, dec_slots, dec_ctx, /*decode=*/true, pdl);
-  add_rmsnorm(
-      delta, final_norm, normed, b, pdl, "final_norm",
-      comm == nullptr ? carveout_before_matmul(pdl, b, cfg.vocab_size, cfg.hidden_size) : -1);
-  lm_head_and_sample(normed, b, pdl);
-  StepAdvanceParams ap = step_advance_params(b);
-  ap.launch = launch(pdl);
-  check(launch_step_advance(ap), "step_advance");
+  StepWalk w;
+  w.rows = b;
+  w.ids = dec_tokens;
+  w.pos = dec_pos;
+  w.slots = dec_slots;
+  w.ctx = dec_ctx;
+  w.decode = true;
+  w.pdl = pdl;
+  w.head_in = normed;
+  w.head_rows = b;
+  run_ops(decode_graph, 0, decode_graph.ops.size(), w);
 }
 
 void ExecutorCore::prefill_layers(const std::vector<int32_t>& ids, const std::vector<int32_t>& pos,
                                   const std::vector<int32_t>& slot, int B) {
   const int total = static_cast<int>(ids.size());
   const int h = cfg.hidden_size;
-  // Chunks of prefill_chunk rows; a sequence's last row is copied to lm_in[slot].
+  const OpGraph& g = prefill_graph;
+  // Per chunk the ops up to the final norm; then the LM head and sampler once, over each
+  // sequence's last row (copied to lm_in[slot]).
+  const size_t head = op_index(g, OpCode::FinalNorm) + 1;
   for (int c0 = 0; c0 < total; c0 += opt.prefill_chunk) {
     const int t = std::min(opt.prefill_chunk, total - c0);
     upload_rows(tok_ids, ids, c0, t);
     upload_rows(tok_pos, pos, c0, t);
     upload_rows(tok_slot, slot, c0, t);
-    run_layers(t, tok_ids, tok_pos, tok_slot, nullptr, /*decode=*/false, false);
-    add_rmsnorm(delta, final_norm, normed, t, false, "final_norm");
+    StepWalk w;
+    w.rows = t;
+    w.ids = tok_ids;
+    w.pos = tok_pos;
+    w.slots = tok_slot;
+    run_ops(g, 0, head, w);
     for (int i = c0; i < c0 + t; ++i) {
       const bool last = i + 1 == total || slot[i + 1] != slot[i];
       if (!last) continue;
@@ -177,7 +265,12 @@ void ExecutorCore::prefill_layers(const std::vector<int32_t>& ids, const std::ve
   }
   const uint32_t step0 = 0;  // the first token's sampler step
   MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(step, &step0, sizeof(step0), cudaMemcpyHostToDevice, stream));
-  lm_head_and_sample(lm_in, B, false, /*rng_by_slot=*/false);
+  // Row b draws as sequence b: dec_slots are not set yet when the prefill samples.
+  StepWalk w;
+  w.head_in = lm_in;
+  w.head_rows = B;
+  w.rng_by_slot = false;
+  run_ops(g, head, g.ops.size(), w);
 }
 
 }  // namespace megaops

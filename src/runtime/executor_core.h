@@ -21,6 +21,7 @@
 #include "core/cuda_check.h"
 #include "core/cuda_owners.h"
 #include "core/error.h"
+#include "graph/op_graph.h"
 #include "kernels/attention.cuh"
 #include "kernels/embedding.cuh"
 #include "kernels/matmul.cuh"
@@ -55,6 +56,29 @@ struct OpTimeKey {
   int layer;
 };
 
+// The rows one walk of the step graph runs over (ExecutorCore::run_ops): t rows whose token ids,
+// positions, cache slots and (decode) context lengths are at ids / pos / slots / ctx, and the
+// head_rows rows at head_in the LM head and sampler read.
+struct StepWalk {
+  int rows = 0;
+  const int32_t* ids = nullptr;
+  const int32_t* pos = nullptr;
+  const int32_t* slots = nullptr;
+  const int32_t* ctx = nullptr;
+  bool decode = false;  // decode step (the peer reduction applies) or prefill chunk
+  bool pdl = false;
+  const bf16* head_in = nullptr;
+  int head_rows = 0;
+  // false: row b draws as sequence b (the layer prefill, whose dec_slots are not set yet when it
+  // samples).
+  bool rng_by_slot = true;
+  // Filled by the LM head for the sampler: its argmax epilogue's buffer, or null.
+  unsigned long long* argmax = nullptr;
+};
+
+// The step-graph op codes the conventional step launches (conventional_step.cu).
+const std::vector<OpCode>& conventional_op_codes();
+
 struct ExecutorCore {
   // Defined where OverlapState and PeerReduce are complete (step_resources.cu).
   ExecutorCore();
@@ -69,6 +93,11 @@ struct ExecutorCore {
 
   ModelConfig cfg;
   ExecutorOptions opt;
+  // The step graphs the executor runs, from ExecutorOptions::step_graph for this rank's
+  // configuration (with the all-reduce ops under tensor parallelism): their ops, codes and folds;
+  // the shapes of a step come from its rows at run time.
+  OpGraph decode_graph;
+  OpGraph prefill_graph;
   DeviceMemory mem;
   cudaStream_t stream = nullptr;
   std::unique_ptr<MatmulContext> mm;
@@ -171,6 +200,7 @@ struct ExecutorCore {
   // ---- step resources (step_resources.cu) ----
 
   void validate_options(const ModelConfig& model);
+  void build_step_graphs();
   void allocate_weights(const ModelConfig& model);
   void count_weight_bytes(const ModelConfig& model, const std::vector<WeightSpec>& specs);
   void upload_weights(const ModelConfig& model, const WeightFiller& weights,
@@ -208,19 +238,17 @@ struct ExecutorCore {
   void add_rmsnorm(const float* delta_in, const bf16* w, bf16* out, int rows, bool pdl,
                    const char* op, int carveout = -1);
   int carveout_before_matmul(bool pdl, int m, int n, int k) const;
-  // Everything from the embedding to the last layer's down projection, for `t` tokens whose ids,
-  // positions and slots are at ids/pos/slots. `decode` selects the attention kernel.
-  void run_layers(int t, const int32_t* ids, const int32_t* pos, const int32_t* slots,
-                  const int32_t* ctx, bool decode, bool pdl);
+  // Op i of step graph g for the rows of w, launched on the step's stream; run_ops: ops [first,
+  // end) in order.
+  void run_op(const OpGraph& g, size_t i, StepWalk& w);
+  void run_ops(const OpGraph& g, size_t first, size_t end, StepWalk& w);
+  bool reduces_by_peer(const OpGraph& g, size_t i, const StepWalk& w) const;
   // The LM head: the whole vocabulary, or under tensor parallelism this rank's rows, gathered
   // from every rank (tp_gather_logits). Returns the packed argmax buffer the LM head's epilogue
   // filled (greedy_epilogue), or null.
   unsigned long long* lm_head_logits(const bf16* rows, int b, bool pdl);
   unsigned long long* greedy_epilogue(const MatmulParams& p) const;
   bool greedy_epilogue_allowed() const;
-  // rng_by_slot false: row b draws as sequence b (the layer prefill, whose dec_slots are not set
-  // yet when it samples).
-  void lm_head_and_sample(const bf16* rows, int b, bool pdl, bool rng_by_slot = true);
   void record_decode_step(int b, bool pdl);
   // PrefillPath::Layers: the flattened prompts (ids, pos, slot of B sequences) through the
   // prefill kernels in chunks of prefill_chunk rows, then the LM head and sampler on each

@@ -10,6 +10,7 @@
 
 #include "core/run_options.h"
 #include "core/sampling.h"
+#include "graph/op_graph.h"
 #include "kernels/matmul_settings.h"
 #include "sync/error_record.h"
 
@@ -18,6 +19,9 @@ namespace megaops {
 enum class TpReduce { Nccl, Peer };
 
 struct ExecutorOptions {
+  // The model description's step graph builder (models/step_graph.h: build_step_graph): the
+  // executor runs the graphs it returns. Required.
+  StepGraphBuilder step_graph = nullptr;
   int max_batch = 1;         // sequences decoded together (1..64)
   int max_seq = 2048;        // positions per sequence (prompt + generated)
   int prefill_chunk = 2048;  // most tokens per prefill chunk (capped at max_batch * max_seq)

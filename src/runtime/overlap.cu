@@ -35,19 +35,18 @@ void ExecutorCore::setup_overlap() {
   for (cudaEvent_t& e : st->joins)
     MEGAOPS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 
-  // Op names, indexed by op id = counter index; the same list for every batch size (the combine
-  // kernel is launched even when it has nothing to merge), so a counter always belongs to the
-  // same op instance and holds k * TILE_SYNC_STEP_SUM after k overlap steps.
-  st->op_names.push_back("embedding");
-  for (int l = 0; l < cfg.num_layers; ++l)
-    for (const char* op :
-         {"input_layernorm", "qkv_proj", "qkv_rope", "attention", "attention_combine", "o_proj",
-          "post_attention_layernorm", "gate_up_proj", "silu_mul", "down_proj"})
-      // With the conventional arithmetic the attention kernel merges its own splits.
-      if (!opt.overlap_conventional_arithmetic || std::string(op) != "attention_combine")
-        st->op_names.push_back("layer " + std::to_string(l) + " " + op);
-  for (const char* op : {"final_norm", "lm_head", "sample", "step_advance"})
-    st->op_names.push_back(op);
+  // Op names, indexed by op id = counter index: the decode graph's ops ("layer L NAME" inside the
+  // layers; the attention op is "attention", followed by "attention_combine" where the v0
+  // arithmetic merges the splits in a separate kernel). The same list for every batch size (the
+  // combine kernel is launched even when it has nothing to merge), so a counter always belongs to
+  // the same op instance and holds k * TILE_SYNC_STEP_SUM after k overlap steps.
+  for (const Op& op : decode_graph.ops) {
+    const bool attention = op.code == OpCode::DecodeAttention;
+    const std::string name = attention ? "attention" : op.name;
+    st->op_names.push_back(op.layer >= 0 ? "layer " + std::to_string(op.layer) + " " + name : name);
+    if (attention && !opt.overlap_conventional_arithmetic)
+      st->op_names.push_back("layer " + std::to_string(op.layer) + " attention_combine");
+  }
 
   apply_overlap_regions(*st);
 

@@ -165,10 +165,10 @@ void OverlapOpBuilder::norm_op(const float* delta_in, const bf16* w, bf16* out) 
 // `silu_out`: the SwiGLU in the matmul's epilogue (silu_gate_up below decides).
 // `argmax`: greedy sampling in the matmul's epilogue (the LM head; greedy_epilogue decides).
 void OverlapOpBuilder::norm_matmul_op(const float* delta_in, const bf16* ln, bf16* normed,
-                                      const bf16* w, float* y, int n,
+                                      const bf16* w, float* y, int n, bool may_fold,
                                       const SiluMulEpilogue& silu_out, unsigned long long* argmax) {
   // resid_alt exists exactly when the chain folds norms (setup_overlap).
-  if (st.resid_alt == nullptr || !folds_into(normed, w, y, n, h)) {
+  if (!may_fold || st.resid_alt == nullptr || !folds_into(normed, w, y, n, h)) {
     norm_op(delta_in, ln, normed);
     matmul_op(normed, w, y, n, h, NormFold{}, SiluMulFold{}, silu_out, argmax);
     return;
@@ -196,13 +196,13 @@ void OverlapOpBuilder::silu_op(const float* gu, bf16* act) {
 // for bit.
 // `in_epilogue`: gate_up's epilogue wrote act (silu_gate_up): SiLU·mul's op launches nothing.
 void OverlapOpBuilder::silu_down_op(const float* gu, bf16* act, const bf16* w, float* y,
-                                    bool in_epilogue) {
+                                    bool may_fold, bool in_epilogue) {
   if (in_epilogue) {
     add_folded();
     matmul_op(act, w, y, h, inter);
     return;
   }
-  if (!core.opt.overlap_fold_silu || !folds_into(act, w, y, h, inter)) {
+  if (!may_fold || !core.opt.overlap_fold_silu || !folds_into(act, w, y, h, inter)) {
     silu_op(gu, act);
     matmul_op(act, w, y, h, inter);
     return;
@@ -221,12 +221,14 @@ void OverlapOpBuilder::silu_down_op(const float* gu, bf16* act, const bf16* w, f
 // per-query-head kernel (decode_attention_can_fold_rope: batches 1-2), qkv_rope becomes a
 // placeholder and attention computes q and the newest k / v rows from the qkv rows in its
 // prologue and writes those rows to the cache (kernels/rope_fold.cuh), bit for bit.
-void OverlapOpBuilder::rope_attention_op(const LayerWeights& W, const OverlapLayer& A) {
+void OverlapOpBuilder::rope_attention_op(const LayerWeights& W, const OverlapLayer& A,
+                                         bool may_fold) {
   const QkvRopeParams rp = core.qkv_rope_params(W, A.qkv, A.q, core.dec_pos, core.dec_slots, b);
   DecodeAttentionParams ap =
       core.decode_attention_params(W, A.q, A.attn, A.ws, core.dec_slots, core.dec_ctx, b);
   ap.done_counters = core.attn_done;
-  const bool fold = chain && core.opt.overlap_fold_rope && decode_attention_can_fold_rope(ap);
+  const bool fold =
+      may_fold && chain && core.opt.overlap_fold_rope && decode_attention_can_fold_rope(ap);
   if (fold) {
     add_folded();
     ap.rope = rope_fold(rp);
@@ -252,35 +254,97 @@ void OverlapOpBuilder::rope_attention_op(const LayerWeights& W, const OverlapLay
 // after they completed (transitively); the cache rows qkv_rope writes are read only by the
 // attention after it (with qkv_rope folded into attention, by no CTA of it: each computes them).
 std::vector<OverlapOp> OverlapOpBuilder::build() {
-  const EmbeddingParams ep = core.embedding_params(core.dec_tokens, st.resid, b);
-  add_fixed(ep, embedding_footprint, launch_embedding);
-  for (int l = 0; l < core.cfg.num_layers; ++l) {
-    const LayerWeights& W = core.layers[l];
-    const OverlapLayer& A = st.layers[l];
-    norm_matmul_op(l == 0 ? nullptr : st.layers[l - 1].down, W.ln1, A.n1, W.wqkv, A.qkv,
-                   qd + 2 * kvd);
-    if (same_arithmetic) {
-      // The conventional step's launches (rope_attention_op).
-      rope_attention_op(W, A);
-      matmul_op(A.attn, W.wo, A.o, h, qd);
-      ops.back().o_proj_weight_bytes = int64_t{h} * qd * 2;
-      const SiluMulEpilogue silu_out = silu_gate_up(A.n2, W.wgu, A.gu, A.act);
-      norm_matmul_op(A.o, W.ln2, A.n2, W.wgu, A.gu, 2 * inter, silu_out);
-      silu_down_op(A.gu, A.act, W.wdown, A.down, silu_out.on());
-      continue;
+  const OpGraph& g = core.decode_graph;
+  // A fused pair (or the head's four ops) takes its ops from the graph: each must be the code the
+  // pair expects.
+  auto expect = [&](size_t i, OpCode code) {
+    if (i >= g.ops.size() || g.ops[i].code != code)
+      throw_input_error("overlap step", "op graph",
+                        std::string("expected ") + op_code_name(code) + " after " +
+                            g.ops[i - 1].name + ", found " +
+                            (i < g.ops.size() ? g.ops[i].name : std::string("the end")));
+  };
+  bool silu_in_epilogue = false;  // the layer's gate_up writes act (silu_gate_up)
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    const bool may_fold = (op.folds & FOLD_INTO_CONSUMER_PROLOGUE) != 0;
+    const int l = op.layer;
+    switch (op.code) {
+      case OpCode::Embedding:
+        add_fixed(core.embedding_params(core.dec_tokens, st.resid, b), embedding_footprint,
+                  launch_embedding);
+        break;
+      case OpCode::InputNorm:
+        expect(++i, OpCode::QkvProj);
+        norm_matmul_op(l == 0 ? nullptr : st.layers[l - 1].down, core.layers[l].ln1,
+                       st.layers[l].n1, core.layers[l].wqkv, st.layers[l].qkv, qd + 2 * kvd,
+                       may_fold);
+        break;
+      case OpCode::QkvRope:
+        expect(++i, OpCode::DecodeAttention);
+        if (same_arithmetic)
+          rope_attention_op(core.layers[l], st.layers[l], may_fold);
+        else
+          v0_attention(core.layers[l], st.layers[l]);
+        break;
+      case OpCode::OProj:
+        matmul_op(st.layers[l].attn, core.layers[l].wo, st.layers[l].o, h, qd);
+        ops.back().o_proj_weight_bytes = int64_t{h} * qd * 2;
+        break;
+      case OpCode::PostNorm: {
+        expect(++i, OpCode::GateUpProj);
+        const LayerWeights& W = core.layers[l];
+        const OverlapLayer& A = st.layers[l];
+        if (!same_arithmetic) {
+          norm_op(A.o, W.ln2, A.n2);
+          matmul_op(A.n2, W.wgu, A.gu, 2 * inter, h);
+          break;
+        }
+        // SiLU-mul (two ops on) may go into gate_up's epilogue.
+        const bool silu_may_fold = i + 1 < g.ops.size() && g.ops[i + 1].code == OpCode::SiluMul &&
+                                   (g.ops[i + 1].folds & FOLD_INTO_PRODUCER_EPILOGUE) != 0;
+        const SiluMulEpilogue silu_out =
+            silu_may_fold ? silu_gate_up(A.n2, W.wgu, A.gu, A.act) : SiluMulEpilogue{};
+        silu_in_epilogue = silu_out.on();
+        norm_matmul_op(A.o, W.ln2, A.n2, W.wgu, A.gu, 2 * inter, may_fold, silu_out);
+        break;
+      }
+      case OpCode::SiluMul: {
+        expect(++i, OpCode::DownProj);
+        const LayerWeights& W = core.layers[l];
+        const OverlapLayer& A = st.layers[l];
+        if (!same_arithmetic) {
+          silu_op(A.gu, A.act);
+          matmul_op(A.act, W.wdown, A.down, h, inter);
+          break;
+        }
+        silu_down_op(A.gu, A.act, W.wdown, A.down, may_fold, silu_in_epilogue);
+        silu_in_epilogue = false;
+        break;
+      }
+      case OpCode::FinalNorm:
+        expect(i + 1, OpCode::LmHead);
+        expect(i + 2, OpCode::Sample);
+        expect(i + 3, OpCode::StepAdvance);
+        lm_head_to_step_advance(may_fold, (g.ops[i + 2].folds & FOLD_INTO_PRODUCER_EPILOGUE) != 0);
+        i += 3;
+        break;
+      default:
+        throw_input_error("overlap step", "op graph",
+                          "expected ops the overlap backend runs, found " + op.name +
+                              (l >= 0 ? " (layer " + std::to_string(l) + ")" : ""));
     }
-    v0_layer(W, A);
   }
-  lm_head_to_step_advance();
   if (ops.size() != st.op_names.size()) throw Error("internal: overlap op list mismatch");
   core.choose_overlap_budgets(ops);
   core.apply_chain_early_trigger(ops);
   return std::move(ops);
 }
 
-// The v0 step's layer tail (ExecutorOptions::overlap_conventional_arithmetic off): every matmul
-// on the small-m kernel, attention splits capped by the CTA budget and merged by a combine op.
-void OverlapOpBuilder::v0_layer(const LayerWeights& W, const OverlapLayer& A) {
+// The v0 step's attention (ExecutorOptions::overlap_conventional_arithmetic off, where every
+// matmul runs on the small-m kernel): qkv_rope, then attention splits capped by the CTA budget
+// and merged by a combine op.
+void OverlapOpBuilder::v0_attention(const LayerWeights& W, const OverlapLayer& A) {
   add_capped(core.qkv_rope_params(W, A.qkv, A.q, core.dec_pos, core.dec_slots, b),
              qkv_rope_footprint, launch_qkv_rope);
   const DecodeAttentionParams ap =
@@ -313,15 +377,9 @@ void OverlapOpBuilder::v0_layer(const LayerWeights& W, const OverlapLayer& A) {
         q.max_combine_ctas = cap;
         return launch_decode_attention_combine(q);
       });
-  matmul_op(A.attn, W.wo, A.o, h, qd);
-  ops.back().o_proj_weight_bytes = int64_t{h} * qd * 2;
-  norm_op(A.o, W.ln2, A.n2);
-  matmul_op(A.n2, W.wgu, A.gu, 2 * inter, h);
-  silu_op(A.gu, A.act);
-  matmul_op(A.act, W.wdown, A.down, h, inter);
 }
 
-void OverlapOpBuilder::lm_head_to_step_advance() {
+void OverlapOpBuilder::lm_head_to_step_advance(bool norm_may_fold, bool sample_may_fold) {
   // The final norm folds into the LM head as the layers' norms fold into QKV and gate_up, where
   // the LM head runs on the bulk streaming kernel (batch 1 since bd933ec). Traced
   // (bench/results/2026-12-01-s22-call5, llama3.1-8b): the one-CTA final norm's 7.2 us and its
@@ -332,14 +390,15 @@ void OverlapOpBuilder::lm_head_to_step_advance() {
   MatmulParams lm = matmul_params(st.final_normed, core.lm_head, core.logits, DType::F32, b,
                                   core.cfg.vocab_size, h);
   lm.launch.pdl = chain;
-  const bool lm_folds = st.resid_alt != nullptr && folds_into(st.final_normed, core.lm_head,
-                                                              core.logits, core.cfg.vocab_size, h);
+  const bool lm_folds =
+      norm_may_fold && st.resid_alt != nullptr &&
+      folds_into(st.final_normed, core.lm_head, core.logits, core.cfg.vocab_size, h);
   unsigned long long* argmax = nullptr;
-  if (same_arithmetic)
+  if (same_arithmetic && sample_may_fold)
     argmax = lm_folds ? (core.greedy_epilogue_allowed() ? core.greedy_argmax : nullptr)
                       : core.greedy_epilogue(lm);
   norm_matmul_op(st.layers.back().down, core.final_norm, st.final_normed, core.lm_head, core.logits,
-                 core.cfg.vocab_size, SiluMulEpilogue{}, argmax);
+                 core.cfg.vocab_size, norm_may_fold, SiluMulEpilogue{}, argmax);
   SampleParams sp = core.sample_params(b);
   sp.argmax = argmax;
   add_fixed(sp, sample_footprint, launch_sample);

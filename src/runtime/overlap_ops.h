@@ -1,6 +1,7 @@
-// Builds the op list of one overlap decode step (runtime/overlap.h's OverlapOp): each op of the
-// step graph with its kernel params (op adapters), footprint and launch, in dependency order, with
-// the folds the PDL chain makes (pdl_chain.cu decides where). Internal to the overlap backend.
+// Builds the op list of one overlap decode step (runtime/overlap.h's OverlapOp) by walking the
+// executor's decode step graph: each op with its kernel params (op adapters), footprint and
+// launch, in the graph's order, with the folds the graph allows and the PDL chain makes
+// (pdl_chain.cu decides where). Internal to the overlap backend.
 #pragma once
 
 #include <vector>
@@ -36,15 +37,19 @@ class OverlapOpBuilder {
   bool folds_into(const bf16* x, const bf16* w, float* y, int n, int k) const;
   SiluMulEpilogue silu_gate_up(const bf16* normed, const bf16* w, float* gu, bf16* act) const;
   void norm_op(const float* delta_in, const bf16* w, bf16* out);
+  // may_fold: the step graph lets the norm fold into the matmul (FOLD_INTO_CONSUMER_PROLOGUE);
+  // the chain's rules decide whether it does.
   void norm_matmul_op(const float* delta_in, const bf16* ln, bf16* normed, const bf16* w, float* y,
-                      int n, const SiluMulEpilogue& silu_out = SiluMulEpilogue{},
+                      int n, bool may_fold, const SiluMulEpilogue& silu_out = SiluMulEpilogue{},
                       unsigned long long* argmax = nullptr);
   void silu_op(const float* gu, bf16* act);
-  void silu_down_op(const float* gu, bf16* act, const bf16* w, float* y, bool in_epilogue = false);
-  void rope_attention_op(const LayerWeights& W, const OverlapLayer& A);
-  void v0_layer(const LayerWeights& W, const OverlapLayer& A);
-  // The final norm, LM head, sampler and step_advance.
-  void lm_head_to_step_advance();
+  void silu_down_op(const float* gu, bf16* act, const bf16* w, float* y, bool may_fold,
+                    bool in_epilogue);
+  void rope_attention_op(const LayerWeights& W, const OverlapLayer& A, bool may_fold);
+  void v0_attention(const LayerWeights& W, const OverlapLayer& A);
+  // The final norm, LM head, sampler and step_advance; the graph's fold permissions of the final
+  // norm (into the LM head) and the sampler (into its epilogue).
+  void lm_head_to_step_advance(bool norm_may_fold, bool sample_may_fold);
 
   ExecutorCore& core;
   OverlapState& st;

@@ -23,6 +23,7 @@ void ExecutorCore::setup(const ModelConfig& model, const WeightFiller& weights,
   // Tensor parallelism: validate, then compute with this rank's configuration.
   setup_tp(model);
   validate_options(model);
+  build_step_graphs();
   MEGAOPS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   mm = std::make_unique<MatmulContext>(opt.matmul);
   allocate_weights(model);
@@ -34,6 +35,28 @@ void ExecutorCore::setup(const ModelConfig& model, const WeightFiller& weights,
   // module load (DESIGN rule 1); a conventional executor sets it up only if switched later.
   if (opt.backend == DecodeBackend::Overlap) setup_overlap();
   if (opt.tp_reduce == TpReduce::Peer) setup_peer_reduce();
+}
+
+// The decode and prefill graphs of this rank's configuration, checked to hold only ops the
+// executor runs.
+void ExecutorCore::build_step_graphs() {
+  if (opt.step_graph == nullptr)
+    throw_input_error("executor", "step_graph",
+                      "expected the model's step graph builder (models/step_graph.h: "
+                      "build_step_graph), found none");
+  StepRequest d;
+  d.step = StepKind::Decode;
+  d.rows = opt.max_batch;
+  d.sequences = opt.max_batch;
+  d.tensor_parallel = comm != nullptr;
+  decode_graph = opt.step_graph(cfg, d);
+  StepRequest p = d;
+  p.step = StepKind::Prefill;
+  p.rows = opt.prefill_chunk;
+  p.sequences = 1;
+  prefill_graph = opt.step_graph(cfg, p);
+  check_op_codes(decode_graph, conventional_op_codes(), "executor");
+  check_op_codes(prefill_graph, conventional_op_codes(), "executor");
 }
 
 void ExecutorCore::validate_options(const ModelConfig& model) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "models/step_graph.h"
 
 namespace megaops {
 namespace {
@@ -89,10 +90,11 @@ TEST(OpGraph, PrefillTilesAreRowBlocksAndAttentionIsCausal) {
   const auto in = input_tiles(g, att, 0, 2 * g.ops[att].col_tiles() + 1);
   EXPECT_EQ(in.size(), 9u);
   EXPECT_EQ(in.back(), 2 * ct + 4 + 2);
-  // The LM head reads the last row block of the final norm.
+  // The final norm runs over every row; the LM head reads its last row block (the last row).
   const int lm = find_op(g, "lm_head", -1);
   EXPECT_EQ(g.ops[lm].m, 1);
-  EXPECT_EQ(producer_row_block(g, lm - 1, 0, 0), 2);
+  EXPECT_EQ(g.ops[lm - 1].rows, 300);
+  EXPECT_EQ(producer_row_block(g, lm, 0, 0), 2);
   EXPECT_THROW(build_decode_graph(cfg, "tiny", 0, 1), InputError);
 }
 

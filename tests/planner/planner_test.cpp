@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "io/text_file.h"
+#include "models/step_graph.h"
 #include "planner/event_graph.h"
 
 namespace megaops {
@@ -330,7 +331,7 @@ TEST(Planner, MismatchedEvidenceIsNeverUsed) {
   const std::string path = std::string(MEGAOPS_SOURCE_DIR) +
                            "/bench/results/2026-11-29-70bc941/profile_llama3.2-1b.json";
   ServiceTable t;
-  t.load_profile_json(read_text_file(path), path, 132);
+  t.load_profile_json(read_text_file(path), path, 132, build_step_graph);
   const ModelConfig cfg = preset_config("llama3.2-1b");
   CostModel other_gpu;
   other_gpu.gpu = "NVIDIA H100 NVL";
@@ -349,7 +350,7 @@ TEST(Planner, Llama1bBaselineMatchesTheMeasuredProfile) {
   const std::string path = std::string(MEGAOPS_SOURCE_DIR) +
                            "/bench/results/2026-11-29-70bc941/profile_llama3.2-1b.json";
   ServiceTable t;
-  t.load_profile_json(read_text_file(path), path, 132);
+  t.load_profile_json(read_text_file(path), path, 132, build_step_graph);
   const ModelConfig cfg = preset_config("llama3.2-1b");
   const OpGraph g = build_decode_graph(cfg, "llama3.2-1b", 1, 32);
   const PlanResult r = plan(g, t, PlanOptions(), CostModel());

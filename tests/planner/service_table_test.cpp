@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "io/text_file.h"
+#include "models/step_graph.h"
 #include "test_util.h"
 
 namespace megaops {
@@ -50,7 +51,7 @@ TEST(ServiceTable, LookupNeedsEveryKeyFieldToMatch) {
 
 TEST(ServiceTable, LoadsTheMeasuredProfileOneEntryPerOpShape) {
   ServiceTable t;
-  EXPECT_EQ(t.load_profile_json(read_text_file(PROFILE), PROFILE, 132), 149);
+  EXPECT_EQ(t.load_profile_json(read_text_file(PROFILE), PROFILE, 132, build_step_graph), 149);
   // 14 ops; the layer ops share shapes, so they average over the 16 layers.
   EXPECT_EQ(t.size(), 14u);
   const ModelConfig cfg = preset_config("llama3.2-1b");
@@ -79,7 +80,7 @@ TEST(ServiceTable, ProfileStepFiguresTakeTheEventsOffEveryOp) {
   j["graph_step_us"] = step - 149 * 3.0;
   j["serial_overlap_step_us"] = step - 149 * 3.0 + 149 * 1.5;
   ServiceTable t;
-  EXPECT_EQ(t.load_profile_json(j.dump(), "p.json", 132), 149);
+  EXPECT_EQ(t.load_profile_json(j.dump(), "p.json", 132, build_step_graph), 149);
   double sum = 0;
   for (const ServiceEntry& s : t.entries()) sum += s.us * s.samples;
   EXPECT_NEAR(sum, step - 149 * 3.0, 1e-6);
@@ -103,23 +104,25 @@ TEST(ServiceTable, ProfileStepFiguresTakeTheEventsOffEveryOp) {
   // Without the serial figure: -1 (not measured); a profile without graph_step_us: no figures.
   j.erase("serial_overlap_step_us");
   ServiceTable t2;
-  t2.load_profile_json(j.dump(), "p2.json", 132);
+  t2.load_profile_json(j.dump(), "p2.json", 132, build_step_graph);
   ASSERT_TRUE(t2.step_figures(g, "bf16", "NVIDIA H200"));
   EXPECT_EQ(t2.step_figures(g, "bf16", "NVIDIA H200")->serial_overlap_op_us, -1);
   ServiceTable t3;
-  t3.load_profile_json(read_text_file(PROFILE), PROFILE, 132);
+  t3.load_profile_json(read_text_file(PROFILE), PROFILE, 132, build_step_graph);
   EXPECT_FALSE(t3.step_figures(g, "bf16", "NVIDIA H200"));
   // Bad figures: one line naming the file and field.
   for (const auto& bad : {nlohmann::json(-5.0), nlohmann::json(0.0), nlohmann::json("fast")}) {
     nlohmann::json b = j;
     b["graph_step_us"] = bad;
-    testing::expect_input_error([&] { ServiceTable().load_profile_json(b.dump(), "b.json", 132); },
-                                {"b.json", "graph_step_us", "expected a positive number"});
+    testing::expect_input_error(
+        [&] { ServiceTable().load_profile_json(b.dump(), "b.json", 132, build_step_graph); },
+        {"b.json", "graph_step_us", "expected a positive number"});
   }
   nlohmann::json b = j;
   b.erase("step_us");
-  testing::expect_input_error([&] { ServiceTable().load_profile_json(b.dump(), "c.json", 132); },
-                              {"c.json", "step_us", "found nothing"});
+  testing::expect_input_error(
+      [&] { ServiceTable().load_profile_json(b.dump(), "c.json", 132, build_step_graph); },
+      {"c.json", "step_us", "found nothing"});
 }
 
 TEST(ServiceTable, LoadsOpBenchmarksAndRejectsMalformedFiles) {
@@ -144,7 +147,7 @@ TEST(ServiceTable, LoadsOpBenchmarksAndRejectsMalformedFiles) {
       },
       {"y.json", "cta_budget", "expected >= 1"});
   testing::expect_input_error(
-      [&] { t.load_profile_json(R"({"backend": "overlap"})", "p.json", 132); },
+      [&] { t.load_profile_json(R"({"backend": "overlap"})", "p.json", 132, build_step_graph); },
       {"p.json", "backend", "expected \"conventional\""});
 }
 

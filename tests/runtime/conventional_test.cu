@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "gpu_test_util.h"
 #include "models/model_config.h"
+#include "models/step_graph.h"
 #include "reference/model.h"
 #include "runtime/conventional.h"
 
@@ -83,6 +84,7 @@ void expect_logits_match_oracle(const std::string& preset, ExecutorOptions opt) 
 TEST_P(ConventionalVsOracle, LogitsMatchPerStepForABatch) {
   MEGAOPS_REQUIRE_GPU();
   ExecutorOptions opt;
+  opt.step_graph = build_step_graph;
   opt.prefill_chunk = 7;  // forces chunks that split sequences
   expect_logits_match_oracle(GetParam(), opt);
 }
@@ -95,6 +97,7 @@ TEST_P(ConventionalVsOracle, DecodeGraphPrefillLogitsMatchPerStep) {
   for (bool pdl : {false, true}) {
     SCOPED_TRACE(pdl ? "PDL on" : "PDL off");
     ExecutorOptions opt;
+    opt.step_graph = build_step_graph;
     opt.prefill_path = PrefillPath::DecodeGraph;
     opt.pdl = pdl;
     expect_logits_match_oracle(GetParam(), opt);
@@ -135,6 +138,7 @@ TEST(Conventional, EightBWidthLayersMatchOracleWithAndWithoutPdl) {
     }
     for (bool pdl : {false, true}) {
       ExecutorOptions opt;
+      opt.step_graph = build_step_graph;
       opt.max_batch = 1;
       opt.max_seq = 32;
       opt.pdl = pdl;
@@ -164,6 +168,7 @@ TEST(Conventional, GraphEagerAndPdlAgree) {
                                                  random_prompt(4, cfg.vocab_size, rng)};
   auto run = [&](bool debug, bool pdl) {
     ExecutorOptions opt;
+    opt.step_graph = build_step_graph;
     opt.max_batch = 2;
     opt.max_seq = 80;
     opt.debug_sync = debug;
@@ -193,6 +198,7 @@ TEST(Conventional, GreedyInLmHeadSameTokens) {
     const std::vector<std::vector<int>> prompts = {random_prompt(6, cfg.vocab_size, rng)};
     auto run = [&](bool in_lm_head, bool debug, bool pdl, std::vector<float>* logits) {
       ExecutorOptions opt;
+      opt.step_graph = build_step_graph;
       opt.max_batch = 1;
       opt.max_seq = 80;
       opt.debug_sync = debug;
@@ -228,6 +234,7 @@ TEST(Conventional, SampledTokensReproducible) {
   const ModelConfig cfg = preset_config("tiny-llama3");
   auto run = [&](uint64_t seed) {
     ExecutorOptions opt;
+    opt.step_graph = build_step_graph;
     opt.max_batch = 1;
     opt.max_seq = 64;
     opt.sampling = {1.0f, 50, 0.9f, seed};
@@ -254,6 +261,7 @@ TEST(Conventional, DecodeGraphPrefillSamplesAsTheLayerPath) {
   int same = 0, total = 0;
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     ExecutorOptions opt;
+    opt.step_graph = build_step_graph;
     opt.max_batch = 3;
     opt.max_seq = 64;
     opt.sampling = {1.0f, 0, 1.0f, seed};
@@ -279,6 +287,7 @@ TEST(Conventional, DecodeStepsStreamsWhatDecodeStepReturns) {
   for (int mode = 0; mode < 3; ++mode) {
     SCOPED_TRACE(mode == 0 ? "conventional" : mode == 1 ? "conventional + pdl" : "overlap chain");
     ExecutorOptions opt;
+    opt.step_graph = build_step_graph;
     opt.max_batch = 2;
     opt.max_seq = 64;
     opt.pdl = mode == 1;
@@ -323,6 +332,7 @@ TEST(Conventional, InputErrors) {
   MEGAOPS_REQUIRE_GPU();
   const ModelConfig cfg = preset_config("tiny-llama3");
   ExecutorOptions opt;
+  opt.step_graph = build_step_graph;
   opt.max_batch = 2;
   opt.max_seq = 8;
   ConventionalExecutor ex(cfg, random_filler(1), opt);
@@ -390,6 +400,7 @@ TEST(Conventional, NonFiniteLogitsAreAnErrorNamingTheStep) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     ExecutorOptions opt;
+    opt.step_graph = build_step_graph;
     opt.max_batch = 2;
     opt.max_seq = 32;
     opt.backend = c.backend;
@@ -402,8 +413,11 @@ TEST(Conventional, NonFiniteLogitsAreAnErrorNamingTheStep) {
       opt.overlap_pdl_chain = true;
     }
     ConventionalExecutor ex(cfg, filler, opt);
-    expect_step_error([&] { ex.prefill({{1, 2, 3}, {4, bad, 5}}); },
-                      "prefill: sequence 1 at position 3");
+    expect_step_error(
+        [&] {
+          ex.prefill({{1, 2, 3}, {4, bad, 5}});
+        },
+        "prefill: sequence 1 at position 3");
     std::vector<int> toks = ex.prefill({{1, 2, 3}, {4, 5}});
     for (int t : toks) EXPECT_GE(t, 0);
     toks = ex.decode_step();  // positions 3 and 2
@@ -420,6 +434,7 @@ TEST(Conventional, OutOfMemoryNamesTheBuffer) {
   ModelConfig cfg = preset_config("tiny-llama3");
   cfg.max_position_embeddings = 1 << 25;
   ExecutorOptions opt;
+  opt.step_graph = build_step_graph;
   opt.max_batch = 64;
   opt.max_seq = 1 << 25;  // 64 x 32M positions x 64 values x 2 bytes: 275 GB per cache
   try {
@@ -432,6 +447,7 @@ TEST(Conventional, OutOfMemoryNamesTheBuffer) {
     EXPECT_NE(msg.find("bytes free"), std::string::npos) << msg;
   }
   ExecutorOptions small;
+  small.step_graph = build_step_graph;
   small.max_seq = 16;
   ConventionalExecutor ok(preset_config("tiny-llama3"), random_filler(1), small);
   EXPECT_EQ(ok.prefill({{1, 2, 3}}).size(), 1u);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "models/step_graph.h"
 #include "runtime/conventional.h"
 #include "test_util.h"
 
@@ -47,6 +48,7 @@ inline Trace run_steps(ConventionalExecutor& ex, const std::vector<std::vector<i
 
 inline ExecutorOptions options(int batch, int max_seq, DecodeBackend backend) {
   ExecutorOptions o;
+  o.step_graph = build_step_graph;
   o.max_batch = batch;
   o.max_seq = max_seq;
   o.backend = backend;

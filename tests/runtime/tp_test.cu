@@ -22,6 +22,7 @@
 #include "io/rendezvous.h"
 #include "kernels/tp_reduce.cuh"
 #include "models/model_config.h"
+#include "models/step_graph.h"
 #include "runtime/conventional.h"
 #include "runtime/tp_comm.h"
 #include "sync/error_record.h"
@@ -71,6 +72,7 @@ Generation generate(ConventionalExecutor& ex, const std::vector<std::vector<int>
 
 ExecutorOptions options(int batch, bool pdl) {
   ExecutorOptions o;
+  o.step_graph = build_step_graph;
   o.max_batch = batch;
   o.max_seq = 64;
   o.pdl = pdl;
