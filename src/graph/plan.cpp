@@ -230,20 +230,25 @@ Plan parse_plan(const std::string& text, const std::string& origin) {
     throw_input_error(origin, "", "not valid JSON: " + what);
   }
   if (!j.is_object()) throw_input_error(origin, "", "expected a JSON object, found " + j.dump());
+  // Format and version first: a file of another format (the planner's JSON before version 1)
+  // gets that said rather than its first unknown key.
+  if (!j.contains("format"))
+    throw_input_error(origin, "format",
+                      std::string("missing (expected \"") + PLAN_FORMAT +
+                          "\"; a plan written by megaops plan before version 1 must be written "
+                          "again)");
+  if (j["format"] != PLAN_FORMAT)
+    throw_input_error(origin, "format",
+                      std::string("expected \"") + PLAN_FORMAT + "\", found " + j["format"].dump());
+  if (!j.contains("version"))
+    throw_input_error(origin, "version", "missing (expected " + std::to_string(PLAN_VERSION) + ")");
+  if (!j["version"].is_number_integer() || j["version"] != PLAN_VERSION)
+    throw_input_error(origin, "version",
+                      "expected " + std::to_string(PLAN_VERSION) +
+                          " (the version this megaops reads), found " + j["version"].dump());
   const Fields f(j, origin, "",
                  {"format", "version", "model", "batch", "objective", "source", "predicted_us",
                   "decode", "prefill"});
-  if (!f.has("format"))
-    f.fail("format", std::string("missing (expected \"") + PLAN_FORMAT +
-                         "\"; a plan written by megaops plan before version 1 must be written "
-                         "again)");
-  if (f["format"] != PLAN_FORMAT)
-    f.fail("format", std::string("expected \"") + PLAN_FORMAT + "\", found " + f["format"].dump());
-  if (!f.has("version"))
-    f.fail("version", "missing (expected " + std::to_string(PLAN_VERSION) + ")");
-  if (!f["version"].is_number_integer() || f["version"] != PLAN_VERSION)
-    f.fail("version", "expected " + std::to_string(PLAN_VERSION) +
-                          " (the version this megaops reads), found " + f["version"].dump());
   Plan p;
   f.read("model", p.model);
   f.read("batch", p.batch, 1, 64);
@@ -313,8 +318,8 @@ std::string plan_to_json(const Plan& p) {
 Plan default_plan(int batch) {
   Plan p;
   p.batch = batch;
-  p.source = "default for batch " + std::to_string(batch) + " (fastest measured, " +
-             DEFAULT_PLAN_EVIDENCE + ")";
+  p.source = "default for batch " + std::to_string(batch) + ", fastest measured in " +
+             DEFAULT_PLAN_EVIDENCE;
   if (batch == 1) {
     p.decode.backend = PlanBackend::PdlChain;
     p.decode.overlap_streams = 1;
