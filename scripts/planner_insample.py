@@ -15,8 +15,14 @@ writes them; docs/planner-validation.md lists the rounds and their results)."""
 import argparse, json, os, statistics, subprocess, tempfile
 
 
-def sig(plan):
-    return json.dumps([(r["ops"], r["backend"]) for r in plan["regions"]])
+def candidate(entry):
+    """The planner's description of a pool entry (regions by op index and backend): "candidate"
+    since pool entries hold plans in the plan format (docs/plan-format.md), "plan" before."""
+    return entry.get("candidate", entry["plan"])
+
+
+def sig(c):
+    return json.dumps([(r["ops"], r["backend"]) for r in c["regions"]])
 
 
 def main():
@@ -39,8 +45,8 @@ def main():
         for e in pool:
             m = json.load(open(f"{R}/measured/{name}_rank{e['rank']}.json"))
             m = m["results"][0]["ms_per_token_median"] * 1e3
-            meas[sig(e["plan"])] = (m, e["plan"]["predicted_us"])
-            ov = [r for r in e["plan"]["regions"] if r["backend"] != "conventional"]
+            meas[sig(candidate(e))] = (m, e["plan"]["predicted_us"])
+            ov = [r for r in candidate(e)["regions"] if r["backend"] != "conventional"]
             if not ov:
                 conv = m
             if len(ov) == 1 and ov[0]["ops"] == [0, 0]:
@@ -59,10 +65,10 @@ def main():
         subprocess.run([args.megaops, "plan", "--preset", preset, "--batch", b[1:], "--profile", pf,
                         "--top", "0", "--pool", "2000", "--pool-out", po],
                        capture_output=True, text=True, check=True)
-        new = {sig(e["plan"]): e for e in json.load(open(po))}
+        new = {sig(candidate(e)): e for e in json.load(open(po))}
         pick = next(e for e in new.values() if "planner" in e["selected_by"])
         fastest = min(m for m, _ in meas.values())
-        hit = sig(pick["plan"]) in meas and meas[sig(pick["plan"])][0] == fastest
+        hit = sig(candidate(pick)) in meas and meas[sig(candidate(pick))][0] == fastest
         picks.append(hit)
         errs = [abs(new[k]["plan"]["predicted_us"] - m) / m for k, (m, _) in meas.items() if k in new]
         old = [abs(p - m) / m for m, p in meas.values()]

@@ -17,10 +17,14 @@ OBJECTIVES=${PROTOCOL_OBJECTIVES:-step ttft}
 BIN=${BIN:-.carry/bin}
 export MEGAOPS_GIT_SHA=$(cat "$BIN/GIT_SHA" 2>/dev/null || echo unknown)
 mkdir -p "$P/profiles" "$P/pools" "$P/measured"
+# The profiles run a plan of the conventional step without PDL, whatever the batch's default: the
+# planner predicts from it, and the serial overlap figure needs an executor set up for the
+# multi-stream overlap step (a PDL chain plan leaves it out).
+echo '{"format": "megaops-plan", "version": 1, "source": "planner protocol"}' > "$P/profile_plan.json"
 for preset in $PRESETS; do
   for b in $BATCHES; do
     echo "== profile $preset b$b ($(date -u +%T))"
-    "$BIN/megaops" profile --preset "$preset" --batch "$b" \
+    "$BIN/megaops" profile --preset "$preset" --batch "$b" --plan "$P/profile_plan.json" \
       --json "$P/profiles/profile_${preset}_b$b.json" > "$P/profiles/profile_${preset}_b$b.log" 2>&1 ||
       echo "profile $preset b$b failed"
   done

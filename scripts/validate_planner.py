@@ -101,7 +101,8 @@ def cmd_measure(args):
         gen = 2 if ttft else args.gen
         repeats = max(args.repeats, 7) if ttft else args.repeats
         with tempfile.TemporaryDirectory() as plans:
-            cmd = [args.megaops, "bench", "--pdl", "off", "--prompt", str(PROMPT_TOKENS),
+            # The pools' plans say PDL off themselves (a plan refuses --pdl beside it).
+            cmd = [args.megaops, "bench", "--prompt", str(PROMPT_TOKENS),
                    "--gen", str(gen), "--repeats", str(repeats), "--json", args.out]
             for entry in pool:
                 path = os.path.join(plans, f"{case['case']}_rank{entry['rank']}.json")

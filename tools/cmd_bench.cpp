@@ -16,9 +16,11 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/run_options.h"
+#include "graph/plan.h"
 #include "io/text_file.h"
 #include "models/checkpoint.h"
 #include "models/model_config.h"
+#include "plan_flags.h"
 #include "runtime_flags.h"
 #include "tp_launch.h"
 
@@ -27,9 +29,9 @@
 
 #include "core/cuda_check.h"
 #include "model_source.h"
+#include "models/step_graph.h"
 #include "planner/planner.h"
 #include "runtime/conventional.h"
-#include "models/step_graph.h"
 #endif
 
 namespace megaops::cli {
@@ -47,32 +49,144 @@ struct BenchOpts {
   int prompt = 32, gen = 128, repeats = 3, overlap_streams = 3, overlap_vendor_chunks = 1;
   bool overlap_v0 = false, overlap_pdl_chain = false, step_times = false;
   uint64_t seed = 0;
-  // The overlap step's regions (first op by executor name, serial or overlapped).
-  struct Region {
-    std::string first_op;
-    bool serial = false;
-  };
-  // One --plan, read: its regions (empty: all conventional), backend and prediction.
-  struct Plan {
-    std::string path;
-    std::vector<Region> regions;
-    std::string backend = "conventional";
-    std::optional<PrefillPath> prefill;  // a TTFT plan's; none: --prefill
-    double predicted_us = -1;
-  };
-  std::vector<Plan> plan_runs;
+  bool step_flags = false;            // a step flag was given (the rows are the flags' modes)
+  std::vector<PlanChoice> plan_runs;  // the --plan files, read
 };
 
-#ifdef MEGAOPS_HAVE_CUDA
-// prefill_path: --prefill, parsed by the caller before any GPU work.
-int run(const BenchOpts& o, PrefillPath prefill_path) {
-  const std::vector<int> batches = parse_int_list(o.batches, "--batch");
-  std::vector<bool> pdl_modes;
-  if (o.pdl == "both") {
-    pdl_modes = {false, true};
-  } else {
-    pdl_modes = {o.pdl == "on"};
+// The rows of one table and one JSON file: a plan file's, or the command line's (the flags'
+// modes, or the batches' default plans). Each item runs its plan at its batches.
+struct Section {
+  std::string file;  // the --plan file; empty: the command line's
+  struct Item {
+    PlanChoice plan;
+    std::vector<int> batches;
+  };
+  std::vector<Item> items;
+  bool conventional() const {
+    return std::all_of(items.begin(), items.end(), [](const Item& i) {
+      return i.plan.plan.decode.backend == PlanBackend::Conventional;
+    });
   }
+};
+
+// What a plan fixes when the executor is built: the matmul dispatch, greedy sampling in the LM
+// head and the prefill chunk, and for the overlap steps their kind and settings. bench runs
+// several plans on one executor, switching only the backend, PDL, regions and prefill path.
+Plan build_part(const Plan& p, bool overlap) {
+  Plan k;
+  k.decode.greedy_in_lm_head = p.decode.greedy_in_lm_head;
+  k.decode.matmul = p.decode.matmul;
+  k.prefill.chunk = p.prefill.chunk;
+  if (overlap) {
+    PlanDecode& d = k.decode;
+    d.backend = p.decode.backend;
+    d.overlap_streams = p.decode.overlap_streams;
+    d.folds = p.decode.folds;
+    d.chain_counter_waits = p.decode.chain_counter_waits;
+    d.early_trigger_o_proj = p.decode.early_trigger_o_proj;
+    d.conventional_arithmetic = p.decode.conventional_arithmetic;
+    d.vendor_chunks = p.decode.vendor_chunks;
+  }
+  return k;
+}
+
+// The plan the executor is built with: the first of an overlap step (its settings are fixed at
+// construction), else the first.
+const PlanChoice& build_plan(const std::vector<PlanChoice>& plans) {
+  for (const PlanChoice& c : plans)
+    if (c.plan.decode.backend != PlanBackend::Conventional) return c;
+  return plans.front();
+}
+
+// Plans that one executor cannot run one after another: an InputError naming the later file.
+void check_one_executor(const std::vector<PlanChoice>& plans) {
+  const PlanChoice& base = build_plan(plans);
+  for (const PlanChoice& c : plans) {
+    const bool overlap = c.plan.decode.backend != PlanBackend::Conventional &&
+                         base.plan.decode.backend != PlanBackend::Conventional;
+    if (!(build_part(c.plan, overlap) == build_part(base.plan, overlap)))
+      throw_input_error(c.label, "decode",
+                        "differs from " + base.label +
+                            " in more than the backend, pdl, regions and prefill path (the plans "
+                            "of one bench run on one executor; one overlap step at most)");
+  }
+}
+
+#ifdef MEGAOPS_HAVE_CUDA
+// The sections of this run, conventional ones first; `eo` holds the command line's options and
+// gets the executor's.
+std::vector<Section> sections_of(const BenchOpts& o, const std::vector<int>& batches,
+                                 ExecutorOptions& eo) {
+  std::vector<Section> sections;
+  if (!o.plan_runs.empty()) {
+    for (const PlanChoice& c : o.plan_runs) sections.push_back({c.label, {{c, batches}}});
+    PlanChoice base = build_plan(o.plan_runs);
+    settle_plan(base, eo);
+  } else if (o.step_flags) {
+    // Today's rows: every PDL mode of the conventional backend, one row of the overlap step.
+    Section s;
+    const std::vector<bool> pdl_modes =
+        o.pdl == "both" ? std::vector<bool>{false, true} : std::vector<bool>{o.pdl == "on"};
+    if (o.backend == "conventional" || o.backend == "both")
+      for (bool pdl : pdl_modes) {
+        ExecutorOptions m = eo;
+        m.backend = DecodeBackend::Conventional;
+        m.pdl = pdl;
+        PlanChoice c{PlanKind::Flags, {}, "flags"};
+        settle_plan(c, m);
+        s.items.push_back({c, batches});
+      }
+    if (o.backend == "overlap" || o.backend == "both") {
+      ExecutorOptions m = eo;
+      m.backend = DecodeBackend::Overlap;
+      m.pdl = false;
+      PlanChoice c{PlanKind::Flags, {}, "flags"};
+      settle_plan(c, m);
+      s.items.push_back({c, batches});
+    }
+    sections.push_back(s);
+  } else {
+    // Each batch its default plan; batches of one plan share an item.
+    Section s;
+    std::vector<PlanChoice> plans;
+    for (int b : batches) {
+      const PlanChoice c = default_choice(b, o.tp.tp > 1);
+      auto same = [&](const Section::Item& i) {
+        return build_part(i.plan.plan, true) == build_part(c.plan, true) &&
+               i.plan.plan.decode.pdl == c.plan.decode.pdl;
+      };
+      const auto at = std::find_if(s.items.begin(), s.items.end(), same);
+      if (at == s.items.end()) {
+        s.items.push_back({c, {b}});
+      } else {
+        at->batches.push_back(b);
+        std::string list;
+        for (int x : at->batches) list += (list.empty() ? "" : ",") + std::to_string(x);
+        at->plan.label =
+            "default for batch " + list + ", fastest measured in " + DEFAULT_PLAN_EVIDENCE;
+        at->plan.plan.source = at->plan.label;
+      }
+      plans.push_back(c);
+    }
+    sections.push_back(s);
+    PlanChoice base = build_plan(plans);
+    settle_plan(base, eo);
+  }
+  // Conventional sections first, and within a section the conventional items: setting up the
+  // overlap executor asks every kernel it preloads for the shared-memory carveout (DESIGN rule
+  // 1), a process-wide attribute, so a conventional row measured after it would not time the
+  // step users run.
+  std::stable_partition(sections.begin(), sections.end(),
+                        [](const Section& s) { return s.conventional(); });
+  for (Section& s : sections)
+    std::stable_partition(s.items.begin(), s.items.end(), [](const Section::Item& i) {
+      return i.plan.plan.decode.backend == PlanBackend::Conventional;
+    });
+  return sections;
+}
+
+int run(const BenchOpts& o) {
+  const std::vector<int> batches = parse_int_list(o.batches, "--batch");
   // Tensor parallelism (--tp): this rank's GPU and communicator; only rank 0 prints and writes.
   const bool lead = o.tp.rank <= 0;
   const std::unique_ptr<TpComm> comm = open_tp_comm(o.tp);
@@ -90,68 +204,63 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
   const double ceiling_gbps = measure_hbm_ceiling_isolated(4096, 20, device);
 
   ExecutorOptions eo;
+  eo.step_graph = build_step_graph;
   apply_runtime_flags(o.runtime, eo);
   set_tp_options(eo, o.tp, comm.get());
-
   eo.max_batch = max_batch;
-  // A decode-graph prefill replays at most max_batch rows: room for the largest batch's prompt
-  // tokens in one replay where the executor's limit allows (rows beyond the batch hold no state).
-  const bool any_graph_prefill =
-      prefill_path == PrefillPath::DecodeGraph ||
-      std::any_of(o.plan_runs.begin(), o.plan_runs.end(),
-                  [](const BenchOpts::Plan& p) { return p.prefill == PrefillPath::DecodeGraph; });
-  if (any_graph_prefill) eo.max_batch = ttft_replays(max_batch * o.prompt).replay_rows;
   eo.max_seq =
       context_length("--prompt/--gen", {o.prompt, o.gen}, cfg.max_position_embeddings, src.name);
+  eo.prefill_path = parse_prefill_path(o.prefill, "--prefill");
   eo.overlap_streams = o.overlap_streams;
   eo.overlap_pdl_chain = o.overlap_pdl_chain;
   apply_chain_options(o.chain, eo);
   eo.overlap_conventional_arithmetic = !o.overlap_v0;
   eo.overlap_vendor_chunks = o.overlap_vendor_chunks;
+  const std::vector<Section> sections = sections_of(o, batches, eo);
+  // Built for the conventional step: each row sets its backend and PDL, and the overlap state is
+  // set up on the first overlap row (after every conventional one: sections_of).
+  eo.backend = DecodeBackend::Conventional;
+  eo.pdl = false;
+  // A decode-graph prefill replays at most max_batch rows: room for the largest batch's prompt
+  // tokens in one replay where the executor's limit allows (rows beyond the batch hold no state).
+  bool any_graph_prefill = false;
+  for (const Section& s : sections)
+    for (const Section::Item& i : s.items) any_graph_prefill |= i.plan.plan.prefill.path == "graph";
+  if (any_graph_prefill) eo.max_batch = ttft_replays(max_batch * o.prompt).replay_rows;
   ConventionalExecutor ex(cfg, src.weights, eo,
                           [&](size_t d, size_t t) { print_progress("loading " + src.name, d, t); });
   const double floor_ms = ex.weight_bytes() / (ceiling_gbps * 1e9) * 1e3;
 
-  // Without --plan one run of the command line's backend; with plans one run each, on this one
-  // executor (the weights load once; the regions and backend change between runs).
-  std::vector<BenchOpts::Plan> runs = o.plan_runs;
-  if (runs.empty()) runs.push_back({"", {}, o.backend, std::nullopt, -1});
-  // Conventional runs first, then those that use the overlap executor, and within a run the
-  // conventional rows of every batch before any overlap row: setting up the overlap executor asks
-  // every kernel it preloads for the shared-memory carveout (DESIGN rule 1), a process-wide
-  // attribute, so a conventional row measured after it would not time the step users run.
-  std::stable_partition(runs.begin(), runs.end(),
-                        [](const BenchOpts::Plan& p) { return p.backend == "conventional"; });
-  if (runs.size() > 1 && lead && !o.json_out.empty()) {
+  if (sections.size() > 1 && lead && !o.json_out.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.json_out, ec);
     if (ec)
       throw_input_error("--json", "", "cannot create folder " + o.json_out + ": " + ec.message());
   }
-  for (const BenchOpts::Plan& plan : runs) {
-    std::vector<ExecutorOptions::OverlapRegion> regions;
-    for (const BenchOpts::Region& r : plan.regions) regions.push_back({r.first_op, r.serial});
-    ex.set_overlap_regions(regions);
-    const PrefillPath run_prefill = plan.prefill.value_or(prefill_path);
-    ex.set_prefill_path(run_prefill);
-    // Rows: every PDL mode for the conventional backend; one row (PDL off, which the overlap
-    // step ignores anyway) for the overlap backend. The default output (conventional only) keeps
-    // its historical columns.
-    std::vector<std::pair<DecodeBackend, bool>> modes;
-    if (plan.backend == "conventional" || plan.backend == "both")
-      for (bool pdl : pdl_modes) modes.push_back({DecodeBackend::Conventional, pdl});
-    if (plan.backend == "overlap" || plan.backend == "both")
-      modes.push_back({DecodeBackend::Overlap, false});
-    const bool show_backend = plan.backend != "conventional";
-    if (lead && runs.size() > 1) std::printf("plan %s\n", plan.path.c_str());
+  for (const Section& section : sections) {
+    const bool show_backend = !section.conventional();
+    if (lead && sections.size() > 1) std::printf("plan %s\n", section.file.c_str());
+    if (lead)
+      for (const Section::Item& item : section.items) {
+        std::string list;
+        for (int b : item.batches) list += (list.empty() ? "" : ",") + std::to_string(b);
+        print_plan_line(item.plan, item.plan.kind == PlanKind::Default ? "" : ", batch " + list);
+      }
     nlohmann::json rows = nlohmann::json::array();
     if (lead && show_backend) std::printf("%-12s ", "backend");
     if (lead)
       std::printf("%-14s %5s %4s %22s %10s %9s %8s %7s %9s\n", "model", "batch", "pdl",
                   "ms/token med [min,max]", "tok/s", "TTFT ms", "GB/s", "%ceil", "floor ms");
-    // Mode by mode, conventional first (above: the overlap set-up's process-wide carveout).
-    for (const auto& [backend, pdl] : modes) {
-      for (int b : batches) {
+    for (const Section::Item& item : section.items) {
+      const Plan& plan = item.plan.plan;
+      const DecodeBackend backend = plan.decode.backend == PlanBackend::Conventional
+                                        ? DecodeBackend::Conventional
+                                        : DecodeBackend::Overlap;
+      const bool pdl = plan.decode.pdl;
+      ex.set_overlap_regions({});
+      check_and_set_regions(item.plan, ex);
+      ex.set_prefill_path(parse_prefill_path(plan.prefill.path, item.plan.label, "prefill.path"));
+      for (int b : item.batches) {
         const std::vector<std::vector<int>> prompts = make_prompts(cfg, b, o.prompt, o.seed);
         ex.set_backend(backend);
         ex.set_pdl(pdl);
@@ -204,7 +313,6 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
           if (show_backend) std::printf("%-12s ", backend_name(backend));
           std::printf("%-14s %5d %4s %22s %10.1f %9.3f %8.1f %6.1f%% %9.4f\n", src.name.c_str(), b,
                       pdl ? "on" : "off", range, b * 1e3 / med, median(ttft_ms), gbps,
-  eo.step_graph = build_step_graph;
                       100.0 * gbps / ceiling_gbps, floor_ms);
           std::fflush(stdout);
         }
@@ -218,50 +326,59 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
                         {"tokens_per_s", b * 1e3 / med},
                         {"ttft_ms_median", median(ttft_ms)},
                         {"achieved_gbps", gbps},
-                        {"pct_of_hbm_read_ceiling", 100.0 * gbps / ceiling_gbps}});
+                        {"pct_of_hbm_read_ceiling", 100.0 * gbps / ceiling_gbps},
+                        {"plan", nlohmann::json::parse(plan_to_json(plan))}});
         if (o.step_times) rows.back()["step_ms"] = each_step_ms;
       }
     }
     if (lead && !o.json_out.empty()) {
-      nlohmann::json j = {{"git_sha", o.git_sha},
-                          {"tp", o.tp.tp},
-                          {"date_utc", utc_now()},
-                          {"gpu", prop.name},
-                          {"sm_count", prop.multiProcessorCount},
-                          {"model", src.name},
-                          {"prompt_tokens", o.prompt},
-                          {"new_tokens", o.gen},
-                          {"decode_loop", o.decode_loop},
-                          {"repeats", o.repeats},
-                          {"overlap_streams", o.overlap_streams},
-                          {"overlap_pdl_chain", o.overlap_pdl_chain},
-                          {"overlap_chain_waits", o.chain.waits},
-                          {"overlap_fold_norms", o.chain.folds_norms()},
-                          {"overlap_fold_silu", o.chain.folds_silu()},
-                          {"overlap_silu_epilogue_min_inter", o.chain.silu_epilogue_min_inter()},
-                          {"overlap_fold_rope", o.chain.folds_rope()},
-                          {"overlap_arithmetic", o.overlap_v0 ? "v0" : "conventional"},
-                          {"overlap_vendor_chunks", o.overlap_vendor_chunks},
-                          {"prefill_path", prefill_path_name(run_prefill)},
-                          {"max_batch", ex.options().max_batch},
-                          {"overlap_regions",
-                           [&] {
-                             nlohmann::json a = nlohmann::json::array();
-                             for (const BenchOpts::Region& r : plan.regions)
-                               a.push_back({{"first_op", r.first_op}, {"serial", r.serial}});
-                             return a;
-                           }()},
-                          {"weight_bytes", ex.weight_bytes()},
-                          {"hbm_read_ceiling_gbps", ceiling_gbps},
-                          {"bandwidth_floor_ms", floor_ms},
-                          {"results", rows}};
+      const ExecutorOptions& xo = ex.options();
+      const Plan& first = section.items.front().plan.plan;
+      nlohmann::json regions = nlohmann::json::array();
+      for (const PlanRegion& r : first.decode.regions)
+        regions.push_back({{"first_op", r.first_op}, {"serial", r.serial}});
+      nlohmann::json j = {
+          {"git_sha", o.git_sha},
+          {"tp", o.tp.tp},
+          {"date_utc", utc_now()},
+          {"gpu", prop.name},
+          {"sm_count", prop.multiProcessorCount},
+          {"model", src.name},
+          {"prompt_tokens", o.prompt},
+          {"new_tokens", o.gen},
+          {"decode_loop", o.decode_loop},
+          {"repeats", o.repeats},
+          {"overlap_streams", xo.overlap_streams},
+          {"overlap_pdl_chain", xo.overlap_pdl_chain},
+          {"overlap_chain_waits", xo.overlap_chain_counter_waits ? "counter" : "grid"},
+          {"overlap_fold_norms", xo.overlap_fold_norms},
+          {"overlap_fold_silu", xo.overlap_fold_silu},
+          {"overlap_silu_epilogue_min_inter", xo.overlap_silu_epilogue_min_inter},
+          {"overlap_fold_rope", xo.overlap_fold_rope},
+          {"overlap_arithmetic", xo.overlap_conventional_arithmetic ? "conventional" : "v0"},
+          {"overlap_vendor_chunks", xo.overlap_vendor_chunks},
+          {"prefill_path", first.prefill.path},
+          {"max_batch", xo.max_batch},
+          {"overlap_regions", regions},
+          {"weight_bytes", ex.weight_bytes()},
+          {"hbm_read_ceiling_gbps", ceiling_gbps},
+          {"bandwidth_floor_ms", floor_ms},
+          {"results", rows}};
+      // The plan that ran (each row holds its own too): one, or the section's several.
+      if (section.items.size() == 1) {
+        j["plan"] = nlohmann::json::parse(plan_to_json(first));
+      } else {
+        j["plans"] = nlohmann::json::array();
+        for (const Section::Item& item : section.items)
+          j["plans"].push_back(nlohmann::json::parse(plan_to_json(item.plan.plan)));
+      }
       std::string out = o.json_out;
-      if (!plan.path.empty()) {
-        j["plan"] = plan.path;
-        j["plan_predicted_us"] = plan.predicted_us;
+      if (!section.file.empty()) {
+        j["plan_file"] = section.file;
+        j["plan_predicted_us"] = first.predicted_us;
         // Several plans: --json names a folder, one file per plan, named after the plan's file.
-        if (runs.size() > 1)
-          out = (std::filesystem::path(o.json_out) / std::filesystem::path(plan.path).filename())
+        if (sections.size() > 1)
+          out = (std::filesystem::path(o.json_out) / std::filesystem::path(section.file).filename())
                     .string();
       }
       std::ofstream f(out);
@@ -275,105 +392,29 @@ int run(const BenchOpts& o, PrefillPath prefill_path) {
 
 }  // namespace
 
-// The overlap executor's name of a planner op (graph/op_graph.h names, per layer).
-static std::string executor_op_name(const std::string& planner_name, int layer) {
-  const std::string name = planner_name == "decode_attention" ? "attention" : planner_name;
-  return layer >= 0 ? "layer " + std::to_string(layer) + " " + name : name;
-}
-
-// Reads a plan written by `megaops plan --out` and takes its model and batch where the command
-// line gives none. Only what an executor can run is accepted: the serial policy with conventional
-// and overlap regions. All conventional: the conventional executor. Otherwise the overlap
-// executor with a barrier before each region, conventional regions serial on one stream
-// (ExecutorOptions::overlap_regions); the CTA budgets come from the executor's occupancy rule,
-// not from the plan. Anything else is an input error naming the field, so a validation run never
-// silently measures something other than the plan.
-static void apply_plan(BenchOpts& o, const std::string& path) {
-  const std::string text = read_text_file(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw_input_error(path, "", std::string("not valid JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw_input_error(path, "", "expected a JSON object");
-  auto field = [&](const char* name) -> const nlohmann::json& {
-    if (!j.contains(name)) throw_input_error(path, name, "missing");
-    return j[name];
-  };
-  const nlohmann::json& policy = field("policy");
-  if (!policy.is_string() || policy.get<std::string>() != "serial")
-    throw_input_error(
-        path, "policy",
-        "only 'serial' runs today (barriers between regions), found " + policy.dump());
-  const nlohmann::json& regions = field("regions");
-  if (!regions.is_array() || regions.empty())
-    throw_input_error(path, "regions", "expected a non-empty array");
-  // A TTFT plan's prefill path: "graph" replays the prompt rows through the decode step, whose
-  // regions (overlap ones included) the plan gives; "layers" runs the prefill kernels.
-  std::optional<PrefillPath> prefill;
-  if (j.contains("prefill")) {
-    const nlohmann::json& p = j["prefill"];
-    prefill = parse_prefill_path(p.is_string() ? p.get<std::string>() : p.dump(), path, "prefill");
-  }
-  const bool decode =
-      !j.contains("objective") || j["objective"] == "step" || prefill == PrefillPath::DecodeGraph;
-  bool any_overlap = false;
-  std::vector<BenchOpts::Region> parsed;
-  for (size_t i = 0; i < regions.size(); ++i) {
-    const std::string at = "regions[" + std::to_string(i) + "]";
-    const nlohmann::json& reg = regions[i];
-    if (!reg.is_object()) throw_input_error(path, at, "expected an object");
-    const nlohmann::json b = reg.contains("backend") ? reg["backend"] : nlohmann::json();
-    const std::string backend = b.is_string() ? b.get<std::string>() : "";
-    if (backend != "conventional" && (backend != "overlap" || !decode))
-      throw_input_error(
-          path, at + ".backend",
-          std::string("expected 'conventional'") +
-              (decode ? " or 'overlap'" : " (the overlap step runs decode and the graph prefill)") +
-              ", found " + b.dump());
-    if (!reg.contains("first_op") || !reg["first_op"].is_string())
-      throw_input_error(path, at + ".first_op", "expected an op name");
-    if (!reg.contains("first_layer") || !reg["first_layer"].is_number_integer())
-      throw_input_error(path, at + ".first_layer", "expected an integer");
-    any_overlap |= backend == "overlap";
-    parsed.push_back(
-        {executor_op_name(reg["first_op"].get<std::string>(), reg["first_layer"].get<int>()),
-         backend == "conventional"});
-  }
-  BenchOpts::Plan plan;
-  plan.path = path;
-  plan.prefill = prefill;
-  if (any_overlap) {
-    plan.regions = parsed;
-    plan.backend = "overlap";
-  } else {
-    plan.backend = "conventional";
-  }
-  const nlohmann::json& model = field("model");
-  const nlohmann::json& batch = field("batch");
-  if (!model.is_string()) throw_input_error(path, "model", "expected a string");
-  if (!batch.is_number_integer()) throw_input_error(path, "batch", "expected an integer");
+// Reads one --plan and takes its model and batch where the command line gives none. Several plans
+// run one after another on one executor: they must be of one model and one batch.
+static void read_bench_plan(BenchOpts& o, const std::string& path) {
+  const PlanChoice c{PlanKind::File, read_plan_file(path), path};
+  const Plan& p = c.plan;
   if (o.model.empty() && o.preset.empty()) {
-    const std::string m = model.get<std::string>();
+    if (p.model.empty())
+      throw_input_error(path, "model", "missing (or give --model DIR or --preset NAME)");
     const std::vector<std::string> presets = preset_names();
-    (std::find(presets.begin(), presets.end(), m) != presets.end() ? o.preset : o.model) = m;
-  } else if (!o.plan_runs.empty() &&
-             model.get<std::string>() != (o.preset.empty() ? o.model : o.preset)) {
-    // Several plans run on one executor: they must be of one model.
+    (std::find(presets.begin(), presets.end(), p.model) != presets.end() ? o.preset : o.model) =
+        p.model;
+  } else if (!o.plan_runs.empty() && p.model != (o.preset.empty() ? o.model : o.preset)) {
     throw_input_error(path, "model",
                       "expected '" + (o.preset.empty() ? o.model : o.preset) +
-                          "' (the first plan's), found '" + model.get<std::string>() + "'");
+                          "' (the first plan's), found '" + p.model + "'");
   }
-  const std::string b = std::to_string(batch.get<int>());
+  const std::string b = std::to_string(p.batch);
   if (o.batches.empty()) {
     o.batches = b;
   } else if (!o.plan_runs.empty() && o.batches != b) {
     throw_input_error(path, "batch", "expected " + o.batches + " (the first plan's), found " + b);
   }
-  if (j.contains("predicted_us") && j["predicted_us"].is_number())
-    plan.predicted_us = j["predicted_us"].get<double>();
-  o.plan_runs.push_back(plan);
+  o.plan_runs.push_back(c);
 }
 
 Runner add_bench(CLI::App& app) {
@@ -411,13 +452,18 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--json", o->json_out, "write results as JSON here");
   app.add_option("--git-sha", o->git_sha, "recorded in the JSON (default $MEGAOPS_GIT_SHA)");
   app.add_option("--plan", o->plans,
-                 "run the composition in this plan (from `megaops plan --out`); repeatable: the "
-                 "plans (one model and batch) run one after another on one executor, and --json "
-                 "names a folder that gets one file per plan, named like the plan's file");
+                 "run this plan (a megaops-plan JSON, e.g. from `megaops plan --out`; "
+                 "docs/plan-format.md); repeatable: the plans (one model and batch) run one after "
+                 "another on one executor, and --json names a folder that gets one file per "
+                 "plan, named like the plan's file. Default: each batch's fastest measured plan");
   add_tp_options(app, o->tp);
   add_runtime_flags(app, o->runtime);
-  return [o]() -> int {
-    for (const std::string& p : o->plans) apply_plan(*o, p);
+  return [o, &app]() -> int {
+    // A plan is the whole step: no step flag beside it.
+    if (!o->plans.empty()) refuse_step_flags(app);
+    for (const std::string& p : o->plans) read_bench_plan(*o, p);
+    if (o->plan_runs.size() > 1) check_one_executor(o->plan_runs);
+    o->step_flags = !given_step_flags(app).empty();
     if (o->batches.empty()) o->batches = "1";
     if (o->overlap_pdl_chain && o->overlap_streams != 1)
       throw_input_error("--overlap-pdl-chain", "",
@@ -444,7 +490,7 @@ Runner add_bench(CLI::App& app) {
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");
     TpRanks ranks(o->tp);  // --tp N: starts ranks 1..N-1 here, or joins a job
-    const int status = run(*o, prefill_path);
+    const int status = run(*o);
     ranks.join();
     return status;
 #else

@@ -14,6 +14,7 @@
 #include "core/tokens.h"
 #include "graph/tensor_parallel.h"
 #include "models/checkpoint.h"
+#include "plan_flags.h"
 #include "reference/model.h"
 #include "reference/ops.h"
 #include "runtime_flags.h"
@@ -21,8 +22,8 @@
 #include "tp_launch.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
-#include "planner/planner.h"
 #include "models/step_graph.h"
+#include "planner/planner.h"
 #include "runtime/conventional.h"
 #endif
 
@@ -32,6 +33,7 @@ namespace {
 
 struct GenerateOpts {
   std::string model, prompt, prompt_ids, backend = "conventional", prefill = "layers";
+  std::string plan_file;  // --plan
   std::vector<std::string> stop;
   int max_new_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f;
@@ -123,23 +125,26 @@ int run_cpu(const GenerateOpts& o, GenerateState& st, const Checkpoint& ckpt,
 #ifdef MEGAOPS_HAVE_CUDA
 int run_gpu(const GenerateOpts& o, GenerateState& st, const Checkpoint& ckpt,
             const std::vector<int>& prompt, int max_seq, DecodeBackend backend,
-            PrefillPath prefill_path) {
+            PrefillPath prefill_path, PlanChoice plan) {
   ExecutorOptions eo;
+  eo.step_graph = build_step_graph;
   apply_runtime_flags(o.runtime, eo);
   eo.max_batch = 1;
-  eo.step_graph = build_step_graph;
   eo.max_seq = max_seq;
   eo.pdl = o.pdl;
   eo.backend = backend;
   eo.prefill_path = prefill_path;
+  settle_plan(plan, eo);
   // The graph prefill replays at most max_batch rows: the whole prompt in one replay if it fits.
   if (eo.prefill_path == PrefillPath::DecodeGraph)
     eo.max_batch = ttft_replays(static_cast<int>(prompt.size())).replay_rows;
   eo.sampling = {o.temperature, o.top_k, o.top_p, o.seed};
   const std::unique_ptr<TpComm> comm = open_tp_comm(o.tp);
   set_tp_options(eo, o.tp, comm.get());
+  if (o.tp.rank <= 0) print_plan_line(plan);
   ConventionalExecutor ex(ckpt.config(), checkpoint_filler(ckpt), eo,
                           [&](size_t d, size_t t) { print_progress("loading " + o.model, d, t); });
+  check_and_set_regions(plan, ex);
   start_clock(st);
   int tok = ex.prefill({prompt})[0];
   for (int step = 0; step < o.max_new_tokens && !g_interrupted; ++step) {
@@ -180,9 +185,10 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--prefill", o->prefill,
                  "layers (default) or graph: the prompt as rows of the captured decode step");
   app.add_flag("!--ignore-eos", o->stop_at_eos, "keep generating past end-of-sequence tokens");
+  add_plan_option(app, o->plan_file);
   add_tp_options(app, o->tp);
   add_runtime_flags(app, o->runtime);
-  return [o]() {
+  return [o, &app]() {
     if (o->max_new_tokens < 1)
       throw_input_error("--max-new-tokens", "",
                         "expected >= 1, found " + std::to_string(o->max_new_tokens));
@@ -190,6 +196,11 @@ Runner add_generate(CLI::App& app) {
     // The GPU's options, checked with --cpu and on builds without CUDA too.
     [[maybe_unused]] const DecodeBackend backend = parse_backend(o->backend, "--backend");
     [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
+    if (o->cpu && !o->plan_file.empty())
+      throw_input_error("--plan", "",
+                        "cannot be combined with --cpu (the CPU oracle runs no plan)");
+    // The plan file is read and checked on every machine, before the model loads.
+    const PlanChoice plan = choose_plan(app, o->plan_file, 1, o->tp.tp > 1);
     if (o->prompt.empty() == o->prompt_ids.empty())
       throw_input_error("generate", "", "expected one of --prompt TEXT or --prompt-ids 1,2,3");
     if (!o->stop.empty() && o->prompt.empty())
@@ -242,13 +253,15 @@ Runner add_generate(CLI::App& app) {
 #ifdef MEGAOPS_HAVE_CUDA
     if (!o->cpu && gpu_available()) {
       TpRanks ranks(o->tp);  // --tp N: starts ranks 1..N-1 here, or joins a job
-      const int status = run_gpu(*o, st, ckpt, prompt, max_seq, backend, prefill_path);
+      const int status = run_gpu(*o, st, ckpt, prompt, max_seq, backend, prefill_path, plan);
       ranks.join();
       return status;
     }
 #endif
     if (o->tp.rank > 0)
       throw_input_error("--tp-rank", "", "the CPU oracle runs every rank in one process");
+    if (plan.kind == PlanKind::File)
+      print_plan_line(plan, ", not run: the CPU oracle runs no plan");
     return run_cpu(*o, st, ckpt, prompt, max_seq);
   };
 }

@@ -1,8 +1,9 @@
 // `megaops plan`: ranks the supported compositions of a decode step (or, for time to first token,
 // the layer prefill against the prompt rows replayed through each composition of the decode step)
 // from measured profiles, without running any of them, prints the top candidates with predicted
-// times and the reason each gains, writes the best supported one as a plan JSON, and optionally
-// dumps the region and tile graphs. Runs on any CPU.
+// times and the reason each gains, writes the best supported one as a plan (graph/plan.h, the
+// format every command's --plan reads), and optionally dumps the region and tile graphs. Runs on
+// any CPU.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -11,12 +12,13 @@
 #include "commands.h"
 #include "core/error.h"
 #include "graph/op_graph.h"
+#include "graph/plan.h"
 #include "io/text_file.h"
 #include "models/checkpoint.h"
 #include "models/model_config.h"
+#include "models/step_graph.h"
 #include "planner/planner.h"
 #include "planner/service_table.h"
-#include "models/step_graph.h"
 
 namespace megaops::cli {
 
@@ -35,6 +37,47 @@ struct Opts {
   bool runnable_only = false, with_persistent = false;
 };
 
+// The executor's name of a planner op (graph/op_graph.h names, per layer).
+std::string executor_op_name(const std::string& planner_name, int layer) {
+  const std::string name = planner_name == "decode_attention" ? "attention" : planner_name;
+  return layer >= 0 ? "layer " + std::to_string(layer) + " " + name : name;
+}
+
+// Candidate `index` of `r` (a decode step's, `g`) as a plan. What the executors run of it: the
+// serial policy with conventional and overlap regions. All conventional: the conventional step
+// (PDL off, as the profiles the planner predicts from were measured). Otherwise the overlap step
+// with a barrier before each region and the conventional regions serial on one stream; the CTA
+// budgets come from the executor's occupancy rule, not from the plan.
+Plan plan_of_candidate(const Opts& o, const PlanResult& r, const OpGraph& g, int index) {
+  const Candidate& c = r.ranked.at(index);
+  if (!c.executor_supports || c.policy != Policy::Serial)
+    throw Error("plan: rank " + std::to_string(index + 1) + " (" + c.label +
+                ") is not a composition the executors run");
+  Plan p;
+  p.model = r.model;
+  p.batch = o.batch;
+  p.objective = objective_name(r.objective);
+  p.source = "megaops plan " +
+             std::string(o.model.empty() ? "--preset " + o.preset : "--model " + o.model) +
+             " --batch " + std::to_string(o.batch) + ", rank " + std::to_string(index + 1) + ": " +
+             c.label;
+  p.predicted_us = c.predicted_us;
+  bool any_overlap = false;
+  for (const Region& reg : c.regions) any_overlap |= reg.backend == Backend::Overlap;
+  if (any_overlap) {
+    p.decode.backend = PlanBackend::Overlap;
+    for (const Region& reg : c.regions)
+      p.decode.regions.push_back(
+          {executor_op_name(g.ops[reg.first_op].name, g.ops[reg.first_op].layer),
+           reg.backend == Backend::Conventional});
+  }
+  return p;
+}
+
+std::string plan_text(const Plan& p) {
+  return plan_to_json(p) + "\n";
+}
+
 // --dump: the region graph of `c`, a candidate of the decode step `g`, as dot or JSON.
 void write_dump(const Opts& o, const OpGraph& g, const Candidate& c) {
   const std::string prefix = o.dump_out.empty() ? "plan" : o.dump_out;
@@ -47,10 +90,12 @@ void write_dump(const Opts& o, const OpGraph& g, const Candidate& c) {
 // --pool: the pool the validation protocol measures end to end: the --pool best runnable of the
 // n ranked candidates, always with both simpler selectors' picks and the baseline, each entry
 // saying which selectors picked it, into --pool-out. `runnable(i)` says whether the executors run
-// candidate i, `json_of(i)` is its plan.
-template <typename RunnableOf, typename JsonOf>
+// candidate i, `json_of(i)` is its plan and `candidate_of(i)` the planner's description of it
+// (plan_json: regions by op index, backends, budgets; what scripts/planner_insample.py matches).
+template <typename RunnableOf, typename JsonOf, typename CandidateOf>
 void write_pool(const Opts& o, int n, RunnableOf&& runnable, int pick, int additive_pick,
-                int no_overlap_pick, int baseline_rank, JsonOf&& json_of) {
+                int no_overlap_pick, int baseline_rank, JsonOf&& json_of,
+                CandidateOf&& candidate_of) {
   if (o.pool_out.empty()) throw_input_error("--pool-out", "", "needed with --pool");
   const std::string& path = o.pool_out;
   const int size = o.pool;
@@ -72,7 +117,10 @@ void write_pool(const Opts& o, int n, RunnableOf&& runnable, int pick, int addit
     if (i == additive_pick) by.push_back("additive");
     if (i == no_overlap_pick) by.push_back("no_overlap");
     if (i == baseline_rank) by.push_back("baseline");
-    arr.push_back({{"rank", i + 1}, {"selected_by", by}, {"plan", json_of(i)}});
+    arr.push_back({{"rank", i + 1},
+                   {"selected_by", by},
+                   {"plan", json_of(i)},
+                   {"candidate", candidate_of(i)}});
   }
   write_file_text(path, arr.dump(1) + "\n");
   std::fprintf(stderr, "plan: pool of %zu runnable candidates written to %s%s\n", ids.size(),
@@ -138,32 +186,29 @@ int run_ttft(const Opts& o, const ModelConfig& cfg, const std::string& name, con
   // A TTFT plan is a decode-step plan (the replays' composition; the layer prefill's is
   // all-conventional, which its decode steps then run) with the prefill path and the batch of
   // sequences: what `bench --plan` needs to time the first token.
-  auto json_of = [&](int i) {
+  auto plan_of = [&](int i) {
     const TtftCandidate& c = t.ranked[i];
     const int base = c.step_index < 0 ? step.baseline_rank : c.step_index;
-    nlohmann::json j = nlohmann::json::parse(plan_json(step, g, base));
-    j["objective"] = "ttft";
-    j["batch"] = o.batch;
-    j["prompt_tokens"] = o.tokens;
-    j["prefill"] = c.step_index < 0 ? "layers" : "graph";
-    j["predicted_us"] = c.predicted_us;
-    j["baseline_us"] = layers_us;
-    j["executor_supports"] = c.executor_supports;
-    if (c.step_index >= 0) {
-      j["replay_rows"] = replays.replay_rows;
-      j["replays"] = replays.replays;
-      j["step_predicted_us"] = step.ranked[c.step_index].predicted_us;
-      j["reason"] = "graph prefill: " + step.ranked[c.step_index].reason;
-    } else {
-      j["reason"] = "the layer prefill (" + layers_from + ")";
-    }
-    return j;
+    Plan p = plan_of_candidate(o, step, g, base);
+    p.objective = "ttft";
+    p.prefill.path = c.step_index < 0 ? "layers" : "graph";
+    p.predicted_us = c.predicted_us;
+    p.source += c.step_index < 0 ? ", the layer prefill (" + layers_from + ")"
+                                 : ", graph prefill of " + std::to_string(o.tokens) +
+                                       " tokens in " + std::to_string(replays.replays) + " x " +
+                                       std::to_string(replays.replay_rows) + " rows";
+    return p;
   };
-  if (!o.out.empty()) write_file_text(o.out, json_of(t.pick).dump(1));
+  auto json_of = [&](int i) { return nlohmann::json::parse(plan_to_json(plan_of(i))); };
+  if (!o.out.empty()) write_file_text(o.out, plan_text(plan_of(t.pick)));
   if (o.pool > 0)
     write_pool(
         o, n, [&](int i) { return t.ranked[i].executor_supports; }, t.pick, t.additive_pick,
-        t.no_overlap_pick, t.baseline_rank, json_of);
+        t.no_overlap_pick, t.baseline_rank, json_of,
+        [&](int i) {
+          const int si = t.ranked[i].step_index;
+          return nlohmann::json::parse(plan_json(step, g, si < 0 ? step.baseline_rank : si));
+        });
   if (!o.dump.empty()) {
     const int si = t.ranked[t.pick].step_index;
     write_dump(o, g, step.ranked[si < 0 ? step.baseline_rank : si]);
@@ -187,7 +232,9 @@ Runner add_plan(CLI::App& app) {
   app.add_option("--context", o->context, "cached positions per sequence");
   app.add_option("--tokens", o->tokens, "prompt tokens (objective ttft)");
   app.add_option("--top", o->top, "candidates to print");
-  app.add_option("--out", o->out, "write the best supported candidate's plan JSON here");
+  app.add_option("--out", o->out,
+                 "write the best supported candidate as a plan here (--plan of generate, bench, "
+                 "profile and trace reads it)");
   app.add_option("--dump", o->dump, "also dump the best candidate's graphs: dot or json");
   app.add_option("--dump-out", o->dump_out, "prefix of the dump files (default: plan)");
   app.add_option("--pool", o->pool,
@@ -287,12 +334,15 @@ Runner add_plan(CLI::App& app) {
         "planner without overlap picks rank %d\n",
         r.pick + 1, best.label.c_str(), best.predicted_us, r.additive_pick + 1,
         r.no_overlap_pick + 1);
-    if (!o->out.empty()) write_file_text(o->out, plan_json(r, g, r.pick));
+    if (!o->out.empty()) write_file_text(o->out, plan_text(plan_of_candidate(*o, r, g, r.pick)));
     if (o->pool > 0)
       write_pool(
           *o, static_cast<int>(r.ranked.size()),
           [&](int i) { return r.ranked[i].executor_supports; }, r.pick, r.additive_pick,
           r.no_overlap_pick, r.baseline_rank,
+          [&](int i) {
+            return nlohmann::json::parse(plan_to_json(plan_of_candidate(*o, r, g, i)));
+          },
           [&](int i) { return nlohmann::json::parse(plan_json(r, g, i)); });
     if (!o->dump.empty()) write_dump(*o, g, best);
     return 0;

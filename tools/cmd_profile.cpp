@@ -6,7 +6,10 @@
 // each event between ops costs a few microseconds) and the overlap executor running the whole
 // step as one serial region (`serial_overlap_step_us`: what every op costs more inside a plan
 // that has overlap regions), both over `--gen` steps, and the layer prefill of the prompts as
-// `bench` times TTFT (`prefill_us`). docs/planner-validation.md, rounds 1-4.
+// `bench` times TTFT (`prefill_us`). docs/planner-validation.md, rounds 1-4. The plan (--plan, the
+// step flags or the batch's default, tools/plan_flags.h) sets the executor's options, and its own
+// step is timed too (`plan_step_us`); the serial overlap figure needs an executor set up for the
+// multi-stream overlap step, so a plan of the PDL chain leaves it out.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,21 +19,22 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "plan_flags.h"
 #include "runtime_flags.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "model_source.h"
+#include "models/step_graph.h"
 #include "runtime/conventional.h"
 #endif
 
 namespace megaops::cli {
-#include "models/step_graph.h"
 
 Runner add_profile(CLI::App& app) {
   struct Opts : ModelRunOptions {
-    std::string json_out;
+    std::string json_out, plan_file;
     int steps = 32;
     int gen = 128;
     RuntimeFlags runtime;
@@ -42,25 +46,38 @@ Runner add_profile(CLI::App& app) {
                  "decode steps of the whole-step figures, as bench's --gen (the context they "
                  "span is the one the planner predicts for)");
   app.add_option("--json", o->json_out, "write per-op times here");
+  add_plan_option(app, o->plan_file);
   add_runtime_flags(app, o->runtime);
-  return [o]() -> int {
+  return [o, &app]() -> int {
     // Options first, on every build and machine, so a bad one is named before "no GPU".
     check_model_run_options(*o);
     if (o->steps < 1)
       throw_input_error("--steps", "", "expected >= 1, found " + std::to_string(o->steps));
     if (o->gen < 2)
       throw_input_error("--gen", "", "expected >= 2, found " + std::to_string(o->gen));
+    [[maybe_unused]] PlanChoice plan = choose_plan(app, o->plan_file, o->batch);
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("profile: no CUDA device; profile needs a GPU");
     const ModelSource src = open_model_source(o->model, o->preset, o->seed);
     ExecutorOptions eo;
+    eo.step_graph = build_step_graph;
     apply_runtime_flags(o->runtime, eo);
     eo.max_batch = o->batch;
     // The per-op profile's two rounds; the whole-step figures start from a new prefill each.
     eo.max_seq = context_length("--prompt/--steps/--gen",
                                 {o->prompt, std::max<int64_t>(2 * int64_t{o->steps}, o->gen), 2},
                                 src.cfg.max_position_embeddings, src.name);
-    eo.step_graph = build_step_graph;
+    settle_plan(plan, eo);
+    print_plan_line(plan);
+    // The per-op profile and the planner's figures run the conventional step without PDL and the
+    // layer prefill, whatever the plan; the executor starts there, so the overlap set-up's
+    // process-wide carveout (cmd_bench.cpp) comes after them.
+    const DecodeBackend plan_backend = eo.backend;
+    const bool plan_pdl = eo.pdl;
+    const PrefillPath plan_prefill = eo.prefill_path;
+    eo.backend = DecodeBackend::Conventional;
+    eo.pdl = false;
+    eo.prefill_path = PrefillPath::Layers;
     ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
       print_progress("loading " + src.name, d, t);
     });
@@ -100,12 +117,25 @@ Runner add_profile(CLI::App& app) {
     // and under-predicted every measured step by 1-5% (the longer context of 128 steps).
     const double graph_step_us = time_decode_step_us(ex, prompts, o->gen, 3);
     std::printf("%-26s %10.1f\n", "step (graph, no events)", graph_step_us);
-    ex.set_overlap_regions({{ex.overlap_op_names().front(), true}});
-    ex.set_backend(DecodeBackend::Overlap);
-    const double serial_overlap_step_us = time_decode_step_us(ex, prompts, o->gen, 3);
-    ex.set_backend(DecodeBackend::Conventional);
-    ex.set_overlap_regions({});
-    std::printf("%-26s %10.1f\n", "step (overlap, serial)", serial_overlap_step_us);
+    double serial_overlap_step_us = -1;
+    if (plan.plan.decode.backend == PlanBackend::PdlChain) {
+      std::printf("%-26s %10s (the plan's executor runs the pdl chain)\n", "step (overlap, serial)",
+                  "-");
+    } else {
+      ex.set_overlap_regions({{ex.overlap_op_names().front(), true}});
+      ex.set_backend(DecodeBackend::Overlap);
+      serial_overlap_step_us = time_decode_step_us(ex, prompts, o->gen, 3);
+      ex.set_backend(DecodeBackend::Conventional);
+      ex.set_overlap_regions({});
+      std::printf("%-26s %10.1f\n", "step (overlap, serial)", serial_overlap_step_us);
+    }
+    // The plan's own step, as bench times it.
+    check_and_set_regions(plan, ex);
+    ex.set_backend(plan_backend);
+    ex.set_pdl(plan_pdl);
+    ex.set_prefill_path(plan_prefill);
+    const double plan_step_us = time_decode_step_us(ex, prompts, o->gen, 3);
+    std::printf("%-26s %10.1f\n", "step (plan)", plan_step_us);
     if (!o->json_out.empty()) {
       cudaDeviceProp prop{};
       cudaGetDeviceProperties(&prop, 0);
@@ -131,9 +161,11 @@ Runner add_profile(CLI::App& app) {
                           {"whole_step_decode_steps", o->gen},
                           {"step_us", total},
                           {"graph_step_us", graph_step_us},
-                          {"serial_overlap_step_us", serial_overlap_step_us},
                           {"prefill_us", prefill_us},
+                          {"plan", nlohmann::json::parse(plan_to_json(plan.plan))},
+                          {"plan_step_us", plan_step_us},
                           {"ops", ops}};
+      if (serial_overlap_step_us >= 0) j["serial_overlap_step_us"] = serial_overlap_step_us;
       std::ofstream f(o->json_out);
       if (!f) throw Error("cannot write " + o->json_out);
       f << j.dump(1) << "\n";

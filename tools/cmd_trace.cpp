@@ -1,7 +1,10 @@
 // `megaops trace`: a timeline of one overlap decode step. Every CTA of every op records when it
 // began waiting for its producers, when its work began and ended (%globaltimer) and its SM
 // (kernels/tile_sync.cuh); the records of one step after warm-up steps become a Chrome-trace /
-// Perfetto JSON (io/chrome_trace.h). `scripts/render_trace.py` draws it as a PNG.
+// Perfetto JSON (io/chrome_trace.h). `scripts/render_trace.py` draws it as a PNG. The step is the
+// plan's (--plan, the flags, or the batch's default, tools/plan_flags.h); a conventional step has
+// no timeline, so a plan file of one is refused, and where the batch's default is conventional
+// trace runs the overlap step with W = 3.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -10,21 +13,22 @@
 #include "commands.h"
 #include "core/error.h"
 #include "io/chrome_trace.h"
+#include "plan_flags.h"
 #include "runtime_flags.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "model_source.h"
+#include "models/step_graph.h"
 #include "runtime/conventional.h"
 #endif
 
 namespace megaops::cli {
-#include "models/step_graph.h"
 
 Runner add_trace(CLI::App& app) {
   struct Opts : ModelRunOptions {
-    std::string out = "trace.json";
+    std::string out = "trace.json", plan_file;
     int warmup = 8, streams = 3;
     bool pdl_chain = false;
     ChainOptions chain;  // --chain-waits, --fold-norms, --fold-silu, --fold-rope
@@ -37,8 +41,9 @@ Runner add_trace(CLI::App& app) {
   app.add_flag("--pdl-chain", o->pdl_chain, "the overlap step as a PDL chain (needs --streams 1)");
   add_chain_options(app, o->chain, "--");
   app.add_option("--out", o->out, "Chrome-trace JSON to write (default trace.json)");
+  add_plan_option(app, o->plan_file);
   add_runtime_flags(app, o->runtime);
-  return [o]() -> int {
+  return [o, &app]() -> int {
     // Options first, on every build and machine, so a bad one is named before "no GPU".
     check_model_run_options(*o);
     if (o->warmup < 0)
@@ -50,10 +55,28 @@ Runner add_trace(CLI::App& app) {
       throw_input_error(
           "--pdl-chain", "",
           "needs --streams 1 (one stream carries the chain), found " + std::to_string(o->streams));
+    [[maybe_unused]] PlanChoice plan = choose_plan(app, o->plan_file, o->batch);
+    if (plan.plan.decode.backend == PlanBackend::Conventional) {
+      if (plan.kind == PlanKind::File)
+        throw_input_error(plan.label, "decode.backend",
+                          "trace records the overlap step: expected pdl_chain or overlap, found "
+                          "conventional");
+      if (plan.kind == PlanKind::Default) {
+        const int batch = plan.plan.batch;
+        plan.plan = Plan{};
+        plan.plan.batch = batch;
+        plan.plan.decode.backend = PlanBackend::Overlap;
+        plan.plan.source = "trace's default for batch " + std::to_string(batch) +
+                           " (the batch's default plan runs the conventional step, which has no "
+                           "timeline)";
+        plan.label = plan.plan.source;
+      }
+    }
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("trace: no CUDA device; trace needs a GPU");
     const ModelSource src = open_model_source(o->model, o->preset, o->seed);
     ExecutorOptions eo;
+    eo.step_graph = build_step_graph;
     apply_runtime_flags(o->runtime, eo);
     eo.max_batch = o->batch;
     eo.max_seq = context_length("--prompt/--warmup", {o->prompt, o->warmup, 2},
@@ -63,9 +86,12 @@ Runner add_trace(CLI::App& app) {
     eo.overlap_pdl_chain = o->pdl_chain;
     apply_chain_options(o->chain, eo);
     eo.overlap_trace_capacity = 1u << 20;
+    settle_plan(plan, eo);
+    print_plan_line(plan);
     ConventionalExecutor ex(src.cfg, src.weights, eo, [&](size_t d, size_t t) {
       print_progress("loading " + src.name, d, t);
     });
+    check_and_set_regions(plan, ex);
     ex.prefill(make_prompts(src.cfg, o->batch, o->prompt, o->seed));
     for (int i = 0; i < o->warmup; ++i) ex.decode_step();
     uint64_t dropped = 0;
@@ -76,15 +102,10 @@ Runner add_trace(CLI::App& app) {
 
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, 0);
-    eo.step_graph = build_step_graph;
     TraceMeta meta;
     meta.model = src.name;
     meta.gpu = prop.name;
-    meta.backend = "overlap W=" + std::to_string(o->streams) +
-                   (o->pdl_chain ? " PDL chain, " + o->chain.waits + " waits, norms folded " +
-                                       o->chain.fold_norms + ", SiLU folded " + o->chain.fold_silu +
-                                       ", RoPE folded " + o->chain.fold_rope
-                                 : std::string());
+    meta.backend = describe(plan.plan);
     meta.batch = o->batch;
     meta.dropped = dropped;
     std::ofstream f(o->out);

@@ -228,3 +228,103 @@ INSTANTIATE_TEST_SUITE_P(Catalogue, CliBadInput, ::testing::ValuesIn(catalogue()
 
 }  // namespace
 }  // namespace megaops
+
+namespace megaops {
+namespace {
+
+// The plan catalogue: a broken --plan file, or a plan beside a flag it replaces, is one error
+// line naming the file (or the flag) and the field, before any model loads, in every command
+// that runs a decode step. A region naming an op the model lacks is checked against the
+// executor's op names once it is built (GPU; graph/plan.h check_plan_regions has the CPU test).
+struct BadPlanCase {
+  std::string name;
+  std::string plan_text;  // written to the plan file; empty: no file
+  std::string extra;      // more arguments
+  std::vector<std::string> must_mention;
+};
+
+TEST(CliBadPlan, OneErrorLineNamingFileAndField) {
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("megaops-badplan-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  write_random_checkpoint(preset_config("tiny-llama3"), dir.string(), 3, DType::BF16, 0, {});
+  const std::string plan = (dir / "plan.json").string();
+  const std::string ok = R"({"format": "megaops-plan", "version": 1})";
+  const std::vector<BadPlanCase> cases = {
+      {"MissingFile", "", "", {plan}},
+      {"NotJson", "{\"format\": ", "", {plan, "not valid JSON"}},
+      {"OldPlannerFormat",
+       R"({"model": "tiny-llama3", "batch": 1, "regions": []})",
+       "",
+       {plan, "format: missing"}},
+      {"UnknownKey",
+       R"({"format": "megaops-plan", "version": 1, "decode": {"pdll": true}})",
+       "",
+       {plan, "decode.pdll: unknown key"}},
+      {"UnknownBackend",
+       R"({"format": "megaops-plan", "version": 1, "decode": {"backend": "fast"}})",
+       "",
+       {plan, "decode.backend: expected conventional, pdl_chain or overlap, found \"fast\""}},
+      {"WrongVersion", R"({"format": "megaops-plan", "version": 7})", "", {plan, "version"}},
+      {"PlanWithPdl", ok, "--pdl", {"--pdl: cannot be combined with --plan (set decode.pdl"}},
+      {"PlanWithBackend", ok, "--backend overlap", {"--backend: cannot be combined with --plan"}},
+      {"PlanWithMatmulPath",
+       ok,
+       "--matmul-path small",
+       {"--matmul-path: cannot be combined with --plan (set decode.matmul.path"}},
+      {"PlanWithCpu", ok, "--cpu", {"--plan: cannot be combined with --cpu"}},
+  };
+  for (const BadPlanCase& c : cases) {
+    fs::remove(plan);
+    if (!c.plan_text.empty()) write_text(plan, c.plan_text);
+    const auto r = run_cli("generate --model " + dir.string() + " --prompt-ids 1,2 --plan " + plan +
+                           " " + c.extra);
+    EXPECT_EQ(r.status, 1) << c.name << ": " << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << c.name << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << c.name << ": " << r.out;
+    for (const std::string& word : c.must_mention)
+      EXPECT_NE(r.out.find(word), std::string::npos)
+          << c.name << ": missing '" << word << "' in: " << r.out;
+  }
+  // bench, profile and trace read the plan before they look for a GPU.
+  write_text(plan, R"({"format": "megaops-plan", "version": 1, "decode": {"backend": "fast"}})");
+  for (const std::string cmd : {"bench", "profile", "trace"}) {
+    const auto r = run_cli(cmd + " --preset tiny-llama3 --plan " + plan);
+    EXPECT_EQ(r.status, 1) << cmd << ": " << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find(plan + ": decode.backend"), std::string::npos) << cmd << ": " << r.out;
+  }
+  write_text(plan, ok);
+  for (const auto& [cmd, flag] :
+       std::vector<std::pair<std::string, std::string>>{{"bench", "--overlap-streams 1"},
+                                                        {"profile", "--matmul-tune 1"},
+                                                        {"trace", "--streams 1"}}) {
+    const auto r = run_cli(cmd + " --preset tiny-llama3 --plan " + plan + " " + flag);
+    EXPECT_EQ(r.status, 1) << cmd << ": " << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find(flag.substr(0, flag.find(' ')) + ": cannot be combined with --plan"),
+              std::string::npos)
+        << cmd << ": " << r.out;
+  }
+  // trace records the overlap step: a conventional plan has nothing to trace.
+  {
+    const auto r = run_cli("trace --preset tiny-llama3 --plan " + plan);
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << r.out;
+    EXPECT_NE(r.out.find(plan + ": decode.backend: trace records the overlap step"),
+              std::string::npos)
+        << r.out;
+  }
+  // A valid plan on the CPU oracle (no GPU here, or --cpu refused above): said, not run.
+  if (!fs::exists("/dev/nvidia0")) {
+    const auto r = run_cli("generate --model " + dir.string() + " --prompt-ids 1,2 --plan " + plan +
+                           " --max-new-tokens 2");
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("plan: " + plan + " (conventional, pdl off), not run"), std::string::npos)
+        << r.out;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace megaops

@@ -348,7 +348,7 @@ const std::string PROFILE_1B =
     std::string(MEGAOPS_SOURCE_DIR) + "/bench/results/2026-11-29-70bc941/profile_llama3.2-1b.json";
 
 // `plan` ranks every composition but picks only what today's executors run: a serial composition
-// of conventional and overlap regions (decode).
+// of conventional and overlap regions (decode), written as a plan (graph/plan.h).
 TEST(Cli, PlanPicksARunnableCandidateAndWritesJson) {
   const fs::path out =
       fs::path(::testing::TempDir()) / ("megaops-plan-" + std::to_string(getpid()) + ".json");
@@ -358,15 +358,22 @@ TEST(Cli, PlanPicksARunnableCandidateAndWritesJson) {
   EXPECT_NE(r.out.find("pick: rank"), std::string::npos) << r.out;
   std::ifstream f(out);
   const nlohmann::json j = nlohmann::json::parse(f);
-  EXPECT_EQ(j["policy"], "serial");
-  EXPECT_TRUE(j["executor_supports"].get<bool>());
-  bool all_conventional = true;
-  for (const auto& region : j["regions"]) {
-    EXPECT_TRUE(region["backend"] == "conventional" || region["backend"] == "overlap") << region;
-    all_conventional &= region["backend"] == "conventional";
-  }
-  if (all_conventional) {
-    EXPECT_NEAR(j["predicted_us"].get<double>(), j["baseline_us"].get<double>(), 1e-6);
+  EXPECT_EQ(j["format"], "megaops-plan");
+  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["model"], "llama3.2-1b");
+  EXPECT_EQ(j["objective"], "step");
+  EXPECT_GT(j["predicted_us"].get<double>(), 0.0);
+  EXPECT_NE(j["source"].get<std::string>().find("megaops plan --preset llama3.2-1b"),
+            std::string::npos)
+      << j;
+  const nlohmann::json& d = j["decode"];
+  EXPECT_TRUE(d["backend"] == "conventional" || d["backend"] == "overlap") << d;
+  EXPECT_FALSE(d["pdl"].get<bool>());  // as the profiles were measured
+  if (d["backend"] == "overlap") {
+    ASSERT_FALSE(d["regions"].empty());
+    EXPECT_EQ(d["regions"][0]["first_op"], "embedding");
+  } else {
+    EXPECT_TRUE(d["regions"].empty());
   }
   fs::remove(out);
 }
@@ -391,16 +398,18 @@ TEST(Cli, PlanTtftRanksTheLayerPrefillAgainstDecodeGraphReplays) {
   int layers = 0, graphs = 0;
   for (const auto& e : arr) {
     const nlohmann::json& plan = e["plan"];
+    EXPECT_EQ(plan["format"], "megaops-plan");
     EXPECT_EQ(plan["objective"], "ttft");
     EXPECT_EQ(plan["batch"], 1);
-    if (plan["prefill"] == "layers") {
+    if (plan["prefill"]["path"] == "layers") {
       ++layers;
       EXPECT_NE(e["selected_by"].dump().find("baseline"), std::string::npos) << e;
+      EXPECT_EQ(plan["decode"]["backend"], "conventional");
     } else {
       ++graphs;
-      EXPECT_EQ(plan["prefill"], "graph");
-      EXPECT_EQ(plan["replays"], 1);
-      EXPECT_EQ(plan["replay_rows"], 32);
+      EXPECT_EQ(plan["prefill"]["path"], "graph");
+      EXPECT_NE(plan["source"].get<std::string>().find("in 1 x 32 rows"), std::string::npos)
+          << plan;
     }
     const fs::path one = dir / ("megaops-ttft-plan-" + tag + ".json");
     std::ofstream(one) << plan.dump();
@@ -479,8 +488,9 @@ TEST(Cli, BenchChainOptionsRejectUnknownValues) {
        {"--overlap-fold-rope yes", "--overlap-fold-rope"}});
 }
 
-// `bench --plan` accepts only what an executor can run; anything else is one error line naming
-// the plan file and the field, before any GPU work.
+// `bench --plan` reads the plan format strictly; anything else is one error line naming the plan
+// file and the field, before any GPU work. Several plans run on one executor: of one model and
+// batch, differing only in what the executor switches between runs.
 TEST(Cli, BenchPlanRejectsWhatNoExecutorRuns) {
   const fs::path dir = fs::path(::testing::TempDir());
   const std::string tag = std::to_string(getpid());
@@ -496,17 +506,16 @@ TEST(Cli, BenchPlanRejectsWhatNoExecutorRuns) {
     std::string field;
   };
   const std::vector<Case> cases = {
-      {[](nlohmann::json& j) { j["regions"][0]["backend"] = "persistent"; }, "regions[0].backend"},
+      {[](nlohmann::json& j) { j["decode"]["backend"] = "persistent"; }, "decode.backend"},
       {[](nlohmann::json& j) {
-         j["objective"] = "ttft";
-         j["regions"][0]["backend"] = "overlap";
+         j["decode"]["backend"] = "conventional";
+         j["decode"]["regions"] = {{{"first_op", "embedding"}}};
        },
-       "regions[0].backend"},
-      {[](nlohmann::json& j) { j["regions"][0].erase("first_op"); }, "regions[0].first_op"},
-      {[](nlohmann::json& j) { j["regions"][0]["first_layer"] = "x"; }, "regions[0].first_layer"},
+       "decode.regions"},
       {[](nlohmann::json& j) { j["policy"] = "fixed_split"; }, "policy"},
-      {[](nlohmann::json& j) { j["prefill"] = "decode"; }, "prefill"},
-      {[](nlohmann::json& j) { j.erase("model"); }, "model"},
+      {[](nlohmann::json& j) { j["prefill"]["path"] = "decode"; }, "prefill.path"},
+      {[](nlohmann::json& j) { j.erase("format"); }, "format"},
+      {[](nlohmann::json& j) { j["model"] = 7; }, "model"},
   };
   for (const Case& c : cases) {
     nlohmann::json j = plan;
@@ -519,11 +528,15 @@ TEST(Cli, BenchPlanRejectsWhatNoExecutorRuns) {
     EXPECT_NE(r.out.find(bad.string() + ": " + c.field), std::string::npos) << r.out;
     fs::remove(bad);
   }
-  // Several plans run on one executor: of one model and one batch.
-  for (const auto& [field, value] :
-       std::vector<std::pair<std::string, nlohmann::json>>{{"batch", 8}, {"model", "qwen3-0.6b"}}) {
+  // Several plans run on one executor: of one model and one batch, and alike in what the
+  // executor fixes when it is built.
+  for (const auto& [field, edit] :
+       std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>>{
+           {"batch", [](nlohmann::json& j) { j["batch"] = 8; }},
+           {"model", [](nlohmann::json& j) { j["model"] = "qwen3-0.6b"; }},
+           {"decode", [](nlohmann::json& j) { j["decode"]["matmul"]["tune"] = true; }}}) {
     nlohmann::json j = plan;
-    j[field] = value;
+    edit(j);
     const fs::path other = dir / ("megaops-otherplan-" + tag + ".json");
     std::ofstream(other) << j.dump();
     const Result r = run_cli("bench --plan " + conv.string() + " --plan " + other.string());

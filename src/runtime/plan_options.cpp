@@ -1,0 +1,97 @@
+// See plan_options.h.
+#include "runtime/plan_options.h"
+
+#include "core/run_options.h"
+
+namespace megaops {
+
+void apply_plan(const Plan& plan, ExecutorOptions& eo) {
+  const PlanDecode& d = plan.decode;
+  switch (d.backend) {
+    case PlanBackend::Conventional:
+      eo.backend = DecodeBackend::Conventional;
+      eo.pdl = d.pdl;
+      eo.overlap_streams = d.overlap_streams;
+      eo.overlap_pdl_chain = false;
+      break;
+    case PlanBackend::PdlChain:
+      eo.backend = DecodeBackend::Overlap;
+      eo.pdl = false;  // the chain sets PDL on its own launches; the executor ignores this
+      eo.overlap_streams = 1;
+      eo.overlap_pdl_chain = true;
+      break;
+    case PlanBackend::Overlap:
+      eo.backend = DecodeBackend::Overlap;
+      eo.pdl = false;
+      eo.overlap_streams = d.overlap_streams;
+      eo.overlap_pdl_chain = false;
+      break;
+  }
+  eo.overlap_regions.clear();
+  for (const PlanRegion& r : d.regions) eo.overlap_regions.push_back({r.first_op, r.serial});
+  eo.overlap_fold_norms = d.folds.norms;
+  eo.overlap_fold_silu = d.folds.silu;
+  eo.overlap_silu_epilogue_min_inter = d.folds.silu_epilogue_min_inter;
+  eo.overlap_fold_rope = d.folds.rope;
+  eo.overlap_chain_counter_waits = d.chain_counter_waits;
+  eo.overlap_early_trigger_o_proj = d.early_trigger_o_proj;
+  eo.greedy_in_lm_head = d.greedy_in_lm_head;
+  eo.overlap_conventional_arithmetic = d.conventional_arithmetic;
+  eo.overlap_vendor_chunks = d.vendor_chunks;
+  MatmulSettings& m = eo.matmul;
+  parse_matmul_path(d.matmul.path, &m, "plan: decode.matmul.path");
+  m.stream_shapes = d.matmul.stream_shapes;
+  m.stream_stages = d.matmul.stream_stages;
+  m.stream_bulk.reset();
+  if (d.matmul.stream_kernel != "auto")
+    m.stream_bulk =
+        parse_stream_kernel(d.matmul.stream_kernel, "plan: decode.matmul.stream_kernel");
+  m.stream_l2_evict_first = d.matmul.l2_evict_first;
+  m.tune = d.matmul.tune;
+  eo.prefill_path = parse_prefill_path(plan.prefill.path, "plan", "prefill.path");
+  eo.prefill_chunk = plan.prefill.chunk;
+}
+
+Plan plan_from_options(const ExecutorOptions& eo) {
+  Plan p;
+  p.source = "flags";
+  PlanDecode& d = p.decode;
+  if (eo.backend == DecodeBackend::Conventional) {
+    d.backend = PlanBackend::Conventional;
+    d.pdl = eo.pdl;
+    d.overlap_streams = eo.overlap_streams;
+  } else if (eo.overlap_pdl_chain) {
+    d.backend = PlanBackend::PdlChain;
+    d.overlap_streams = 1;
+  } else {
+    d.backend = PlanBackend::Overlap;
+    d.overlap_streams = eo.overlap_streams;
+    for (const ExecutorOptions::OverlapRegion& r : eo.overlap_regions)
+      d.regions.push_back({r.first_op, r.serial});
+  }
+  d.folds = {eo.overlap_fold_norms, eo.overlap_fold_silu, eo.overlap_silu_epilogue_min_inter,
+             eo.overlap_fold_rope};
+  d.chain_counter_waits = eo.overlap_chain_counter_waits;
+  d.early_trigger_o_proj = eo.overlap_early_trigger_o_proj;
+  d.greedy_in_lm_head = eo.greedy_in_lm_head;
+  d.conventional_arithmetic = eo.overlap_conventional_arithmetic;
+  d.vendor_chunks = eo.overlap_vendor_chunks;
+  const MatmulSettings& m = eo.matmul;
+  if (m.stream_for_small) {
+    d.matmul.path = "stream-for-small";
+  } else if (m.forced_path) {
+    d.matmul.path = *m.forced_path == MatmulPath::SmallM   ? "small"
+                    : *m.forced_path == MatmulPath::Stream ? "stream"
+                                                           : "cublaslt";
+  }
+  d.matmul.stream_shapes = m.stream_shapes;
+  d.matmul.stream_stages = m.stream_stages;
+  d.matmul.stream_kernel = !m.stream_bulk ? "auto" : *m.stream_bulk ? "bulk" : "ring";
+  d.matmul.l2_evict_first = m.stream_l2_evict_first;
+  d.matmul.tune = m.tune;
+  p.prefill.path = prefill_path_name(eo.prefill_path);
+  p.prefill.chunk = eo.prefill_chunk;
+  return p;
+}
+
+}  // namespace megaops
