@@ -34,10 +34,6 @@ ALLOWED = {
         "the bench command's whole run (options, warm-up, timing, report) in one function; tools/ "
         "is being reworked by other work of the same issue (CLI flags -> options in one place), "
         "which owns the file and splits it",
-    ("src/kernels/attention_prefill.cu", "prefill_attention_flash_kernel"):
-        "the tensor-core prefill kernel is being tuned by the flash prefill work, which owns the "
-        "file now; its split into device functions (load Q, one K/V tile, write O) goes with that "
-        "work",
 }
 
 # Identifiers whose parenthesised argument is not the parameter list of the function they precede.
