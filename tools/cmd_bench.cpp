@@ -185,13 +185,228 @@ std::vector<Section> sections_of(const BenchOpts& o, const std::vector<int>& bat
   return sections;
 }
 
+// What the rows and reports of one run share.
+struct BenchRun {
+  const BenchOpts& o;
+  const ModelSource& src;
+  ConventionalExecutor& ex;
+  const cudaDeviceProp& prop;
+  double ceiling_gbps;  // the HBM read ceiling measured in this run
+  double floor_ms;      // the bandwidth floor: weight bytes / ceiling
+  bool lead;            // rank 0 (or no --tp): prints and writes
+  size_t sections;      // more than one: each prints its file, and --json names a folder
+};
+
+// One configuration's timed repeats (the warm-up is not among them).
+struct Timings {
+  std::vector<double> step_ms, ttft_ms;           // each repeat's decode ms per step, and TTFT
+  std::vector<std::vector<double>> each_step_ms;  // --step-times: every timed repeat's steps
+  double gbps_sum = 0;                            // each repeat's achieved GB/s, summed
+};
+
+// The executor's options from the command line, before the sections settle their plans.
+ExecutorOptions executor_options(const BenchOpts& o, const ModelSource& src, const TpComm* comm,
+                                 int max_batch) {
+  ExecutorOptions eo;
+  eo.step_graph = build_step_graph;
+  apply_runtime_flags(o.runtime, eo);
+  set_tp_options(eo, o.tp, comm);
+  eo.max_batch = max_batch;
+  eo.max_seq = context_length("--prompt/--gen", {o.prompt, o.gen}, src.cfg.max_position_embeddings,
+                              src.name);
+  eo.prefill_path = parse_prefill_path(o.prefill, "--prefill");
+  eo.overlap_streams = o.overlap_streams;
+  eo.overlap_pdl_chain = o.overlap_pdl_chain;
+  apply_chain_options(o.chain, eo);
+  eo.overlap_conventional_arithmetic = !o.overlap_v0;
+  eo.overlap_vendor_chunks = o.overlap_vendor_chunks;
+  return eo;
+}
+
+// Times whole generations of `prompts` on the executor as it is set: one warm-up (which also
+// captures) and --repeats timed ones, fewer when interrupted.
+Timings time_generations(ConventionalExecutor& ex, const BenchOpts& o,
+                         const std::vector<std::vector<int>>& prompts) {
+  Timings t;
+  for (int r = 0; r <= o.repeats && !g_interrupted; ++r) {  // r == 0 warms up and captures
+    const auto t0 = std::chrono::steady_clock::now();
+    ex.prefill(prompts);
+    const auto t1 = std::chrono::steady_clock::now();
+    size_t kv_bytes = 0;
+    std::vector<double> steps;
+    auto prev = t1;
+    // Each step's wall time ends when its tokens are on the host.
+    auto step_done = [&](int, const std::vector<int>&) {
+      if (!o.step_times) return;
+      const auto now = std::chrono::steady_clock::now();
+      steps.push_back(std::chrono::duration<double, std::milli>(now - prev).count());
+      prev = now;
+    };
+    if (o.decode_loop == "stream") {
+      // The KV bytes each step reads, from the positions before any step runs.
+      const size_t kv0 = ex.kv_bytes_read(), kv_step = ex.kv_bytes_per_step();
+      for (int g = 1; g < o.gen; ++g) kv_bytes += kv0 + (g - 1) * kv_step;
+      ex.decode_steps(o.gen - 1, step_done);
+    } else {
+      for (int g = 1; g < o.gen; ++g) {
+        kv_bytes += ex.kv_bytes_read();
+        step_done(g - 1, ex.decode_step());  // returns with the step's tokens on the host
+      }
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    if (r == 0) continue;
+    if (o.step_times) t.each_step_ms.push_back(std::move(steps));
+    const double dec_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+    const double per_step = dec_ms / (o.gen - 1);
+    t.step_ms.push_back(per_step);
+    t.ttft_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    const double bytes = static_cast<double>(ex.weight_bytes()) * (o.gen - 1) + kv_bytes;
+    t.gbps_sum += bytes / (dec_ms * 1e-3) / 1e9;
+  }
+  return t;
+}
+
+// A section's plan lines and the heading of its table (rank 0 only).
+void print_section_head(const BenchRun& r, const Section& section, bool show_backend) {
+  if (!r.lead) return;
+  if (r.sections > 1) std::printf("plan %s\n", section.file.c_str());
+  for (const Section::Item& item : section.items) {
+    std::string list;
+    for (int b : item.batches) {
+      if (!list.empty()) list += ",";
+      list += std::to_string(b);
+    }
+    print_plan_line(item.plan, item.plan.kind == PlanKind::Default ? "" : ", batch " + list);
+  }
+  if (show_backend) std::printf("%-12s ", "backend");
+  std::printf("%-14s %5s %4s %22s %10s %9s %8s %7s %9s\n", "model", "batch", "pdl",
+              "ms/token med [min,max]", "tok/s", "TTFT ms", "GB/s", "%ceil", "floor ms");
+}
+
+// One configuration's row: printed in the table (rank 0 only) and returned for the JSON.
+nlohmann::json report_row(const BenchRun& r, bool show_backend, const Plan& plan,
+                          DecodeBackend backend, int b, const Timings& t) {
+  const bool pdl = plan.decode.pdl;
+  const double med = median(t.step_ms);
+  const double gbps = t.gbps_sum / t.step_ms.size();
+  const double lo = *std::min_element(t.step_ms.begin(), t.step_ms.end());
+  const double hi = *std::max_element(t.step_ms.begin(), t.step_ms.end());
+  char range[64];
+  std::snprintf(range, sizeof(range), "%.4f [%.4f,%.4f]", med, lo, hi);
+  if (r.lead) {
+    if (show_backend) std::printf("%-12s ", backend_name(backend));
+    std::printf("%-14s %5d %4s %22s %10.1f %9.3f %8.1f %6.1f%% %9.4f\n", r.src.name.c_str(), b,
+                pdl ? "on" : "off", range, b * 1e3 / med, median(t.ttft_ms), gbps,
+                100.0 * gbps / r.ceiling_gbps, r.floor_ms);
+    std::fflush(stdout);
+  }
+  nlohmann::json row = {{"batch", b},
+                        {"pdl", pdl},
+                        {"executor", backend_name(backend)},
+                        {"ms_per_token_median", med},
+                        {"ms_per_token_min", lo},
+                        {"ms_per_token_max", hi},
+                        {"ms_per_token_all", t.step_ms},
+                        {"tokens_per_s", b * 1e3 / med},
+                        {"ttft_ms_median", median(t.ttft_ms)},
+                        {"achieved_gbps", gbps},
+                        {"pct_of_hbm_read_ceiling", 100.0 * gbps / r.ceiling_gbps},
+                        {"plan", nlohmann::json::parse(plan_to_json(plan))}};
+  if (r.o.step_times) row["step_ms"] = t.each_step_ms;
+  return row;
+}
+
+// Writes a section's --json report: the run's settings, its rows and the plans that ran.
+void write_report(const BenchRun& r, const Section& section, const nlohmann::json& rows) {
+  const BenchOpts& o = r.o;
+  const ExecutorOptions& xo = r.ex.options();
+  const Plan& first = section.items.front().plan.plan;
+  nlohmann::json regions = nlohmann::json::array();
+  for (const PlanRegion& pr : first.decode.regions)
+    regions.push_back({{"first_op", pr.first_op}, {"serial", pr.serial}});
+  nlohmann::json j = {
+      {"git_sha", o.git_sha},
+      {"tp", o.tp.tp},
+      {"date_utc", utc_now()},
+      {"gpu", r.prop.name},
+      {"sm_count", r.prop.multiProcessorCount},
+      {"model", r.src.name},
+      {"prompt_tokens", o.prompt},
+      {"new_tokens", o.gen},
+      {"decode_loop", o.decode_loop},
+      {"repeats", o.repeats},
+      {"overlap_streams", xo.overlap_streams},
+      {"overlap_pdl_chain", xo.overlap_pdl_chain},
+      {"overlap_chain_waits", xo.overlap_chain_counter_waits ? "counter" : "grid"},
+      {"overlap_fold_norms", xo.overlap_fold_norms},
+      {"overlap_fold_silu", xo.overlap_fold_silu},
+      {"overlap_silu_epilogue_min_inter", xo.overlap_silu_epilogue_min_inter},
+      {"overlap_fold_rope", xo.overlap_fold_rope},
+      {"overlap_arithmetic", xo.overlap_conventional_arithmetic ? "conventional" : "v0"},
+      {"overlap_vendor_chunks", xo.overlap_vendor_chunks},
+      {"prefill_path", first.prefill.path},
+      {"max_batch", xo.max_batch},
+      {"overlap_regions", regions},
+      {"weight_bytes", r.ex.weight_bytes()},
+      {"hbm_read_ceiling_gbps", r.ceiling_gbps},
+      {"bandwidth_floor_ms", r.floor_ms},
+      {"results", rows}};
+  // The plan that ran (each row holds its own too): one, or the section's several.
+  if (section.items.size() == 1) {
+    j["plan"] = nlohmann::json::parse(plan_to_json(first));
+  } else {
+    j["plans"] = nlohmann::json::array();
+    for (const Section::Item& item : section.items)
+      j["plans"].push_back(nlohmann::json::parse(plan_to_json(item.plan.plan)));
+  }
+  std::string out = o.json_out;
+  if (!section.file.empty()) {
+    j["plan_file"] = section.file;
+    j["plan_predicted_us"] = first.predicted_us;
+    // Several plans: --json names a folder, one file per plan, named after the plan's file.
+    if (r.sections > 1)
+      out = (std::filesystem::path(o.json_out) / std::filesystem::path(section.file).filename())
+                .string();
+  }
+  std::ofstream f(out);
+  if (!f) throw Error("cannot write " + out);
+  f << j.dump(2) << "\n";
+}
+
+// Times, prints and reports one section's rows; false when interrupted.
+bool run_section(const BenchRun& r, const Section& section) {
+  const BenchOpts& o = r.o;
+  ConventionalExecutor& ex = r.ex;
+  const bool show_backend = !section.conventional();
+  print_section_head(r, section, show_backend);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Section::Item& item : section.items) {
+    const Plan& plan = item.plan.plan;
+    const DecodeBackend backend = plan.decode.backend == PlanBackend::Conventional
+                                      ? DecodeBackend::Conventional
+                                      : DecodeBackend::Overlap;
+    ex.set_overlap_regions({});
+    check_and_set_regions(item.plan, ex);
+    ex.set_prefill_path(parse_prefill_path(plan.prefill.path, item.plan.label, "prefill.path"));
+    for (int b : item.batches) {
+      const std::vector<std::vector<int>> prompts = make_prompts(r.src.cfg, b, o.prompt, o.seed);
+      ex.set_backend(backend);
+      ex.set_pdl(plan.decode.pdl);
+      const Timings t = time_generations(ex, o, prompts);
+      if (g_interrupted) return false;
+      rows.push_back(report_row(r, show_backend, plan, backend, b, t));
+    }
+  }
+  if (r.lead && !o.json_out.empty()) write_report(r, section, rows);
+  return true;
+}
+
 int run(const BenchOpts& o) {
   const std::vector<int> batches = parse_int_list(o.batches, "--batch");
   // Tensor parallelism (--tp): this rank's GPU and communicator; only rank 0 prints and writes.
   const bool lead = o.tp.rank <= 0;
   const std::unique_ptr<TpComm> comm = open_tp_comm(o.tp);
   const ModelSource src = open_model_source(o.model, o.preset, o.seed);
-  const ModelConfig& cfg = src.cfg;
   const int max_batch = *std::max_element(batches.begin(), batches.end());
 
   int device = 0;
@@ -203,19 +418,7 @@ int run(const BenchOpts& o) {
   // kernel slowed every later step (tools/cmd_hbm_ceiling.cpp says by how much).
   const double ceiling_gbps = measure_hbm_ceiling_isolated(4096, 20, device);
 
-  ExecutorOptions eo;
-  eo.step_graph = build_step_graph;
-  apply_runtime_flags(o.runtime, eo);
-  set_tp_options(eo, o.tp, comm.get());
-  eo.max_batch = max_batch;
-  eo.max_seq =
-      context_length("--prompt/--gen", {o.prompt, o.gen}, cfg.max_position_embeddings, src.name);
-  eo.prefill_path = parse_prefill_path(o.prefill, "--prefill");
-  eo.overlap_streams = o.overlap_streams;
-  eo.overlap_pdl_chain = o.overlap_pdl_chain;
-  apply_chain_options(o.chain, eo);
-  eo.overlap_conventional_arithmetic = !o.overlap_v0;
-  eo.overlap_vendor_chunks = o.overlap_vendor_chunks;
+  ExecutorOptions eo = executor_options(o, src, comm.get(), max_batch);
   const std::vector<Section> sections = sections_of(o, batches, eo);
   // Built for the conventional step: each row sets its backend and PDL, and the overlap state is
   // set up on the first overlap row (after every conventional one: sections_of).
@@ -227,7 +430,7 @@ int run(const BenchOpts& o) {
   for (const Section& s : sections)
     for (const Section::Item& i : s.items) any_graph_prefill |= i.plan.plan.prefill.path == "graph";
   if (any_graph_prefill) eo.max_batch = ttft_replays(max_batch * o.prompt).replay_rows;
-  ConventionalExecutor ex(cfg, src.weights, eo,
+  ConventionalExecutor ex(src.cfg, src.weights, eo,
                           [&](size_t d, size_t t) { print_progress("loading " + src.name, d, t); });
   const double floor_ms = ex.weight_bytes() / (ceiling_gbps * 1e9) * 1e3;
 
@@ -237,155 +440,9 @@ int run(const BenchOpts& o) {
     if (ec)
       throw_input_error("--json", "", "cannot create folder " + o.json_out + ": " + ec.message());
   }
-  for (const Section& section : sections) {
-    const bool show_backend = !section.conventional();
-    if (lead && sections.size() > 1) std::printf("plan %s\n", section.file.c_str());
-    if (lead)
-      for (const Section::Item& item : section.items) {
-        std::string list;
-        for (int b : item.batches) list += (list.empty() ? "" : ",") + std::to_string(b);
-        print_plan_line(item.plan, item.plan.kind == PlanKind::Default ? "" : ", batch " + list);
-      }
-    nlohmann::json rows = nlohmann::json::array();
-    if (lead && show_backend) std::printf("%-12s ", "backend");
-    if (lead)
-      std::printf("%-14s %5s %4s %22s %10s %9s %8s %7s %9s\n", "model", "batch", "pdl",
-                  "ms/token med [min,max]", "tok/s", "TTFT ms", "GB/s", "%ceil", "floor ms");
-    for (const Section::Item& item : section.items) {
-      const Plan& plan = item.plan.plan;
-      const DecodeBackend backend = plan.decode.backend == PlanBackend::Conventional
-                                        ? DecodeBackend::Conventional
-                                        : DecodeBackend::Overlap;
-      const bool pdl = plan.decode.pdl;
-      ex.set_overlap_regions({});
-      check_and_set_regions(item.plan, ex);
-      ex.set_prefill_path(parse_prefill_path(plan.prefill.path, item.plan.label, "prefill.path"));
-      for (int b : item.batches) {
-        const std::vector<std::vector<int>> prompts = make_prompts(cfg, b, o.prompt, o.seed);
-        ex.set_backend(backend);
-        ex.set_pdl(pdl);
-        std::vector<double> step_ms, ttft_ms;
-        std::vector<std::vector<double>> each_step_ms;  // --step-times: every timed repeat's steps
-        double gbps_sum = 0;
-        for (int r = 0; r <= o.repeats && !g_interrupted; ++r) {  // r == 0 warms up and captures
-          const auto t0 = std::chrono::steady_clock::now();
-          ex.prefill(prompts);
-          const auto t1 = std::chrono::steady_clock::now();
-          size_t kv_bytes = 0;
-          std::vector<double> steps;
-          auto prev = t1;
-          // Each step's wall time ends when its tokens are on the host.
-          auto step_done = [&](int, const std::vector<int>&) {
-            if (!o.step_times) return;
-            const auto now = std::chrono::steady_clock::now();
-            steps.push_back(std::chrono::duration<double, std::milli>(now - prev).count());
-            prev = now;
-          };
-          if (o.decode_loop == "stream") {
-            // The KV bytes each step reads, from the positions before any step runs.
-            const size_t kv0 = ex.kv_bytes_read(), kv_step = ex.kv_bytes_per_step();
-            for (int g = 1; g < o.gen; ++g) kv_bytes += kv0 + (g - 1) * kv_step;
-            ex.decode_steps(o.gen - 1, step_done);
-          } else {
-            for (int g = 1; g < o.gen; ++g) {
-              kv_bytes += ex.kv_bytes_read();
-              step_done(g - 1, ex.decode_step());  // returns with the step's tokens on the host
-            }
-          }
-          const auto t2 = std::chrono::steady_clock::now();
-          if (r == 0) continue;
-          if (o.step_times) each_step_ms.push_back(std::move(steps));
-          const double dec_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
-          const double per_step = dec_ms / (o.gen - 1);
-          step_ms.push_back(per_step);
-          ttft_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-          const double bytes = static_cast<double>(ex.weight_bytes()) * (o.gen - 1) + kv_bytes;
-          gbps_sum += bytes / (dec_ms * 1e-3) / 1e9;
-        }
-        if (g_interrupted) return interrupt_status();
-        const double med = median(step_ms);
-        const double gbps = gbps_sum / step_ms.size();
-        const double lo = *std::min_element(step_ms.begin(), step_ms.end());
-        const double hi = *std::max_element(step_ms.begin(), step_ms.end());
-        char range[64];
-        std::snprintf(range, sizeof(range), "%.4f [%.4f,%.4f]", med, lo, hi);
-        if (lead) {
-          if (show_backend) std::printf("%-12s ", backend_name(backend));
-          std::printf("%-14s %5d %4s %22s %10.1f %9.3f %8.1f %6.1f%% %9.4f\n", src.name.c_str(), b,
-                      pdl ? "on" : "off", range, b * 1e3 / med, median(ttft_ms), gbps,
-                      100.0 * gbps / ceiling_gbps, floor_ms);
-          std::fflush(stdout);
-        }
-        rows.push_back({{"batch", b},
-                        {"pdl", pdl},
-                        {"executor", backend_name(backend)},
-                        {"ms_per_token_median", med},
-                        {"ms_per_token_min", lo},
-                        {"ms_per_token_max", hi},
-                        {"ms_per_token_all", step_ms},
-                        {"tokens_per_s", b * 1e3 / med},
-                        {"ttft_ms_median", median(ttft_ms)},
-                        {"achieved_gbps", gbps},
-                        {"pct_of_hbm_read_ceiling", 100.0 * gbps / ceiling_gbps},
-                        {"plan", nlohmann::json::parse(plan_to_json(plan))}});
-        if (o.step_times) rows.back()["step_ms"] = each_step_ms;
-      }
-    }
-    if (lead && !o.json_out.empty()) {
-      const ExecutorOptions& xo = ex.options();
-      const Plan& first = section.items.front().plan.plan;
-      nlohmann::json regions = nlohmann::json::array();
-      for (const PlanRegion& r : first.decode.regions)
-        regions.push_back({{"first_op", r.first_op}, {"serial", r.serial}});
-      nlohmann::json j = {
-          {"git_sha", o.git_sha},
-          {"tp", o.tp.tp},
-          {"date_utc", utc_now()},
-          {"gpu", prop.name},
-          {"sm_count", prop.multiProcessorCount},
-          {"model", src.name},
-          {"prompt_tokens", o.prompt},
-          {"new_tokens", o.gen},
-          {"decode_loop", o.decode_loop},
-          {"repeats", o.repeats},
-          {"overlap_streams", xo.overlap_streams},
-          {"overlap_pdl_chain", xo.overlap_pdl_chain},
-          {"overlap_chain_waits", xo.overlap_chain_counter_waits ? "counter" : "grid"},
-          {"overlap_fold_norms", xo.overlap_fold_norms},
-          {"overlap_fold_silu", xo.overlap_fold_silu},
-          {"overlap_silu_epilogue_min_inter", xo.overlap_silu_epilogue_min_inter},
-          {"overlap_fold_rope", xo.overlap_fold_rope},
-          {"overlap_arithmetic", xo.overlap_conventional_arithmetic ? "conventional" : "v0"},
-          {"overlap_vendor_chunks", xo.overlap_vendor_chunks},
-          {"prefill_path", first.prefill.path},
-          {"max_batch", xo.max_batch},
-          {"overlap_regions", regions},
-          {"weight_bytes", ex.weight_bytes()},
-          {"hbm_read_ceiling_gbps", ceiling_gbps},
-          {"bandwidth_floor_ms", floor_ms},
-          {"results", rows}};
-      // The plan that ran (each row holds its own too): one, or the section's several.
-      if (section.items.size() == 1) {
-        j["plan"] = nlohmann::json::parse(plan_to_json(first));
-      } else {
-        j["plans"] = nlohmann::json::array();
-        for (const Section::Item& item : section.items)
-          j["plans"].push_back(nlohmann::json::parse(plan_to_json(item.plan.plan)));
-      }
-      std::string out = o.json_out;
-      if (!section.file.empty()) {
-        j["plan_file"] = section.file;
-        j["plan_predicted_us"] = first.predicted_us;
-        // Several plans: --json names a folder, one file per plan, named after the plan's file.
-        if (sections.size() > 1)
-          out = (std::filesystem::path(o.json_out) / std::filesystem::path(section.file).filename())
-                    .string();
-      }
-      std::ofstream f(out);
-      if (!f) throw Error("cannot write " + out);
-      f << j.dump(2) << "\n";
-    }
-  }
+  const BenchRun r{o, src, ex, prop, ceiling_gbps, floor_ms, lead, sections.size()};
+  for (const Section& section : sections)
+    if (!run_section(r, section)) return interrupt_status();
   return 0;
 }
 #endif
