@@ -2,7 +2,10 @@
 // templates, generate text or ids (streaming through a callback), run whole model steps (logits
 // out) and single ops on tensors passed by DLPack (PyTorch, NumPy, JAX...; float32, C-contiguous,
 // on the CPU: the ops are the fp32 oracle's). Generation goes through the same TokenGenerator and
-// stream loop as the CLI, so the same seed gives the same tokens.
+// stream loop as the CLI, so the same seed gives the same tokens. On the GPU: megaops.Executor
+// (the CLI's step executor: prefill, decode steps, logits as a CUDA DLPack tensor) and
+// megaops.cuda_ops (the executor's kernels on CUDA DLPack tensors, cuda_ops.h); on a build without
+// CUDA or a machine without a GPU they raise one RuntimeError saying so.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/function.h>
@@ -11,6 +14,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 
 #include "core/error.h"
@@ -22,6 +26,16 @@
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include <filesystem>
+
+#include "cuda_ops.h"
+#include "graph/plan.h"
+#include "io/text_file.h"
+#include "models/model_config.h"
+#include "models/step_graph.h"
+#include "runtime/conventional.h"
+#include "runtime/plan_options.h"
 #endif
 
 namespace nb = nanobind;
@@ -43,7 +57,7 @@ void print_progress(const std::string&, size_t, size_t) {}
 namespace {
 
 using namespace megaops;
-using Tensor = nb::ndarray<float, nb::c_contig, nb::device::cpu>;
+using CpuTensor = nb::ndarray<float, nb::c_contig, nb::device::cpu>;
 using NumpyOut = nb::ndarray<nb::numpy, float>;
 
 // A float32 array owning `values`, shaped `shape` (returned to Python; consumers take it by
@@ -181,11 +195,292 @@ class Model {
   std::unique_ptr<ref::Model> oracle_;
 };
 
-void check_2d(const Tensor& t, const char* name) {
+void check_2d(const CpuTensor& t, const char* name) {
   if (t.ndim() != 2)
     throw InputError(std::string(name) + ": expected a 2-D float32 tensor, found " +
                      std::to_string(t.ndim()) + " dimensions");
 }
+
+// ---- GPU side: megaops.Executor and megaops.cuda_ops ----
+
+// The one error every GPU entry point raises where it cannot run.
+void require_gpu(const char* what) {
+#ifdef MEGAOPS_HAVE_CUDA
+  if (cli::gpu_available()) return;
+  throw Error(std::string(what) + ": no CUDA device is visible to this process");
+#else
+  throw Error(std::string(what) + ": this megaops module was built without CUDA");
+#endif
+}
+
+#ifdef MEGAOPS_HAVE_CUDA
+using AnyArray = nb::ndarray<nb::ro>;
+
+std::string dtype_name(nb::dlpack::dtype d) {
+  const char* code = "?";
+  switch (static_cast<nb::dlpack::dtype_code>(d.code)) {
+    case nb::dlpack::dtype_code::Int:
+      code = "int";
+      break;
+    case nb::dlpack::dtype_code::UInt:
+      code = "uint";
+      break;
+    case nb::dlpack::dtype_code::Float:
+      code = "float";
+      break;
+    case nb::dlpack::dtype_code::Bfloat:
+      code = "bfloat";
+      break;
+    case nb::dlpack::dtype_code::Bool:
+      return "bool";
+    default:
+      break;
+  }
+  return code + std::to_string(d.bits) + (d.lanes != 1 ? "x" + std::to_string(d.lanes) : "");
+}
+
+std::string device_name(const AnyArray& a) {
+  if (a.device_type() == nb::device::cpu::value) return "cpu";
+  if (a.device_type() == nb::device::cuda::value) return "cuda:" + std::to_string(a.device_id());
+  return "device type " + std::to_string(a.device_type());
+}
+
+bool c_contiguous(const AnyArray& a) {
+  int64_t expected = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected) return false;
+    expected *= static_cast<int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+// Checks that `a` is a C-contiguous CUDA tensor of `ndim` dimensions and dtype `dt`, on
+// `device` (-1: any); InputError "name: expected ..., found ..." otherwise.
+void check_cuda_tensor(const AnyArray& a, const char* name, nb::dlpack::dtype dt, size_t ndim,
+                       int device = -1) {
+  const std::string want = std::to_string(ndim) + "-D " + dtype_name(dt) + " C-contiguous " +
+                           (device < 0 ? std::string("CUDA") : "cuda:" + std::to_string(device)) +
+                           " tensor";
+  const bool ok = a.device_type() == nb::device::cuda::value &&
+                  (device < 0 || a.device_id() == device) && a.dtype() == dt && a.ndim() == ndim &&
+                  c_contiguous(a);
+  if (ok) {
+    for (size_t i = 0; i < ndim; ++i)
+      if (a.shape(i) == 0)
+        throw InputError(std::string(name) + ": expected a non-empty " + want +
+                         ", found dimension " + std::to_string(i) + " of size 0");
+    // The kernels load 16 bytes at a time.
+    if (reinterpret_cast<uintptr_t>(a.data()) % 16 != 0)
+      throw InputError(std::string(name) + ": expected a 16-byte aligned " + want +
+                       ", found one at an unaligned offset");
+    return;
+  }
+  throw InputError(std::string(name) + ": expected a " + want + ", found a " +
+                   std::to_string(a.ndim()) + "-D " + dtype_name(a.dtype()) + " " +
+                   (c_contiguous(a) ? "" : "non-contiguous ") + "tensor on " + device_name(a));
+}
+
+void check_dim(const AnyArray& a, const char* name, size_t i, size_t expected, const char* why) {
+  if (a.shape(i) != expected)
+    throw InputError(std::string(name) + ": dimension " + std::to_string(i) + ": expected " +
+                     std::to_string(expected) + " (" + why + "), found " +
+                     std::to_string(a.shape(i)));
+}
+
+void check_multiple_of_8(const char* name, size_t value, const char* what) {
+  if (value % 8 != 0 || value == 0)
+    throw InputError(std::string(name) + ": " + what + ": expected a positive multiple of 8 (the " +
+                     "kernels load 8 elements at a time), found " + std::to_string(value));
+}
+
+constexpr nb::dlpack::dtype F32{static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 32, 1};
+constexpr nb::dlpack::dtype BF16{static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+constexpr nb::dlpack::dtype I32{static_cast<uint8_t>(nb::dlpack::dtype_code::Int), 32, 1};
+
+using CudaOut = nb::ndarray<>;
+
+// A CUDA array of `shape` and dtype `dt` on `device` whose memory (cudaMalloc) it owns: the
+// capsule frees it when the last consumer (a torch tensor made by torch.from_dlpack, say) lets go.
+CudaOut cuda_array(std::vector<size_t> shape, nb::dlpack::dtype dt, int device) {
+  size_t n = 1;
+  for (size_t d : shape) n *= d;
+  void* p = py::cuda_alloc(n * dt.bits / 8, device);
+  nb::capsule free_buffer(p, [](void* q) noexcept { py::cuda_free(q); });
+  return CudaOut(p, shape.size(), shape.data(), free_buffer, nullptr, dt, nb::device::cuda::value,
+                 device);
+}
+
+// The step executor (runtime/conventional.h) as the CLI's `generate` builds it: the plan file's
+// options or the default plan for the batch, greedy unless told otherwise.
+class PyExecutor {
+ public:
+  PyExecutor(const std::string& model, int max_batch, int max_seq, const std::string& plan_file,
+             uint64_t seed, float temperature, int top_k, float top_p) {
+    require_gpu("megaops.Executor");
+    if (max_batch < 1 || max_batch > 64)
+      throw InputError("max_batch: expected 1..64, found " + std::to_string(max_batch));
+    if (max_seq < 1) throw InputError("max_seq: expected >= 1, found " + std::to_string(max_seq));
+    WeightFiller weights;
+    if (std::filesystem::is_directory(model)) {
+      ckpt_ = std::make_unique<Checkpoint>(Checkpoint::open(model));
+      cfg_ = ckpt_->config();
+      weights = checkpoint_filler(*ckpt_);
+    } else {
+      try {
+        cfg_ = preset_config(model);
+      } catch (const InputError& e) {
+        throw InputError("model: '" + model + "' is neither a checkpoint directory nor a preset (" +
+                         e.what() + ")");
+      }
+      weights = random_filler(seed);
+    }
+    if (max_seq > cfg_.max_position_embeddings)
+      throw InputError("max_seq: expected <= max_position_embeddings " +
+                       std::to_string(cfg_.max_position_embeddings) + ", found " +
+                       std::to_string(max_seq));
+    std::string label;
+    if (plan_file.empty()) {
+      plan_ = default_plan(max_batch);
+      label = plan_.source;
+    } else {
+      plan_ = parse_plan(read_text_file(plan_file), plan_file);
+      label = plan_file;
+    }
+    plan_line_ = label + " (" + describe(plan_) + ")";
+    ExecutorOptions eo;
+    eo.step_graph = build_step_graph;
+    eo.max_batch = max_batch;
+    eo.max_seq = max_seq;
+    apply_plan(plan_, eo);
+    eo.overlap_regions.clear();
+    eo.sampling = {temperature, top_k, top_p, seed};
+    {
+      nb::gil_scoped_release release;
+      ex_ = std::make_unique<ConventionalExecutor>(cfg_, weights, eo);
+    }
+    if (!plan_.decode.regions.empty()) {
+      check_plan_regions(plan_, label, ex_->overlap_op_names());
+      std::vector<ExecutorOptions::OverlapRegion> regions;
+      for (const PlanRegion& r : plan_.decode.regions) regions.push_back({r.first_op, r.serial});
+      ex_->set_overlap_regions(regions);
+    }
+    cudaGetDevice(&device_);
+  }
+
+  std::vector<int> prefill(const std::vector<std::vector<int>>& prompts) {
+    nb::gil_scoped_release release;
+    return ex_->prefill(prompts);
+  }
+
+  // `forced`: None, a list of ints or a 1-D int32 tensor (CPU or CUDA) with one id a sequence.
+  std::vector<int> decode_step(nb::handle forced) {
+    std::vector<int> ids;
+    const bool given = !forced.is_none();
+    if (given) {
+      if (nb::ndarray_check(forced)) {
+        AnyArray a = nb::cast<AnyArray>(forced);
+        if (a.dtype() != I32 || a.ndim() != 1 || !c_contiguous(a) ||
+            (a.device_type() != nb::device::cpu::value &&
+             a.device_type() != nb::device::cuda::value))
+          throw InputError(
+              "forced: expected a list of ints or a 1-D int32 C-contiguous tensor "
+              "(CPU or CUDA), found a " +
+              std::to_string(a.ndim()) + "-D " + dtype_name(a.dtype()) + " tensor on " +
+              device_name(a));
+        ids.resize(a.shape(0));
+        if (a.device_type() == nb::device::cuda::value)
+          py::cuda_copy_to_host(ids.data(), a.data(), ids.size() * sizeof(int), a.device_id());
+        else
+          std::memcpy(ids.data(), a.data(), ids.size() * sizeof(int));
+      } else {
+        ids = nb::cast<std::vector<int>>(forced);
+      }
+    }
+    nb::gil_scoped_release release;
+    return ex_->decode_step(given ? &ids : nullptr);
+  }
+
+  // The last step's logits [batch, vocab] as a CUDA float32 array that owns its memory (a copy:
+  // later steps do not change it).
+  CudaOut logits() {
+    std::vector<float> host;
+    {
+      nb::gil_scoped_release release;
+      host = ex_->last_logits();
+    }
+    const size_t vocab = static_cast<size_t>(cfg_.vocab_size);
+    CudaOut out = cuda_array({host.size() / vocab, vocab}, F32, device_);
+    py::cuda_copy_to_device(out.data(), host.data(), host.size() * sizeof(float), device_);
+    return out;
+  }
+
+  const std::string& plan() const { return plan_line_; }
+  int vocab_size() const { return cfg_.vocab_size; }
+  int max_batch() const { return ex_->options().max_batch; }
+  int max_seq() const { return ex_->options().max_seq; }
+
+ private:
+  std::unique_ptr<Checkpoint> ckpt_;  // null for a preset
+  ModelConfig cfg_;
+  Plan plan_;
+  std::string plan_line_;
+  std::unique_ptr<ConventionalExecutor> ex_;
+  int device_ = 0;
+};
+
+uintptr_t stream_arg(nb::handle stream) {
+  return stream.is_none() ? 0 : static_cast<uintptr_t>(nb::cast<uint64_t>(stream));
+}
+
+CudaOut cuda_rmsnorm(const AnyArray& x, const AnyArray& w, float eps, nb::handle stream) {
+  require_gpu("megaops.cuda_ops.rmsnorm");
+  check_cuda_tensor(x, "x", F32, 2);
+  check_cuda_tensor(w, "w", BF16, 1, x.device_id());
+  check_dim(w, "w", 0, x.shape(1), "x's row length");
+  check_multiple_of_8("x", x.shape(1), "row length");
+  CudaOut y = cuda_array({x.shape(0), x.shape(1)}, BF16, x.device_id());
+  py::cuda_rmsnorm(static_cast<const float*>(x.data()), w.data(), y.data(),
+                   static_cast<int>(x.shape(0)), static_cast<int>(x.shape(1)), eps, x.device_id(),
+                   stream_arg(stream));
+  return y;
+}
+
+CudaOut cuda_matmul(const AnyArray& x, const AnyArray& w, nb::handle stream) {
+  require_gpu("megaops.cuda_ops.matmul");
+  check_cuda_tensor(x, "x", BF16, 2);
+  check_cuda_tensor(w, "w", BF16, 2, x.device_id());
+  check_dim(w, "w", 1, x.shape(1), "x's k: w is [n, k], HF Linear layout");
+  check_multiple_of_8("x", x.shape(1), "k");
+  CudaOut y = cuda_array({x.shape(0), w.shape(0)}, F32, x.device_id());
+  py::cuda_matmul(x.data(), w.data(), static_cast<float*>(y.data()), static_cast<int>(x.shape(0)),
+                  static_cast<int>(w.shape(0)), static_cast<int>(x.shape(1)), x.device_id(),
+                  stream_arg(stream));
+  return y;
+}
+
+CudaOut cuda_silu_mul(const AnyArray& gate_up, nb::handle stream) {
+  require_gpu("megaops.cuda_ops.silu_mul");
+  check_cuda_tensor(gate_up, "gate_up", F32, 2);
+  if (gate_up.shape(1) % 2 != 0)
+    throw InputError("gate_up: dimension 1: expected 2 * inter (gate then up), found " +
+                     std::to_string(gate_up.shape(1)));
+  const size_t inter = gate_up.shape(1) / 2;
+  check_multiple_of_8("gate_up", inter, "inter (half of dimension 1)");
+  CudaOut out = cuda_array({gate_up.shape(0), inter}, BF16, gate_up.device_id());
+  py::cuda_silu_mul(static_cast<const float*>(gate_up.data()), out.data(),
+                    static_cast<int>(gate_up.shape(0)), static_cast<int>(inter),
+                    gate_up.device_id(), stream_arg(stream));
+  return out;
+}
+#else
+// Without CUDA the names exist and raise require_gpu's error.
+class PyExecutor {
+ public:
+  PyExecutor(const std::string&, int, int, const std::string&, uint64_t, float, int, float) {
+    require_gpu("megaops.Executor");
+  }
+};
+#endif
 
 }  // namespace
 
@@ -226,7 +521,7 @@ NB_MODULE(_megaops, m) {
   nb::module_ ops = m.def_submodule("ops", "single fp32 ops of the oracle on DLPack tensors");
   ops.def(
       "rmsnorm",
-      [](Tensor x, Tensor w, float eps) {
+      [](CpuTensor x, CpuTensor w, float eps) {
         check_2d(x, "x");
         if (w.ndim() != 1 || w.shape(0) != x.shape(1))
           throw InputError("w: expected shape [" + std::to_string(x.shape(1)) + "]");
@@ -238,7 +533,7 @@ NB_MODULE(_megaops, m) {
       nb::arg("x"), nb::arg("w"), nb::arg("eps"));
   ops.def(
       "matmul",
-      [](Tensor x, Tensor w) {
+      [](CpuTensor x, CpuTensor w) {
         check_2d(x, "x");
         check_2d(w, "w");
         if (w.shape(1) != x.shape(1))
@@ -251,7 +546,7 @@ NB_MODULE(_megaops, m) {
       nb::arg("x"), nb::arg("w"));
   ops.def(
       "silu_mul",
-      [](Tensor gate, Tensor up) {
+      [](CpuTensor gate, CpuTensor up) {
         if (gate.size() != up.size()) throw InputError("up: expected the shape of gate");
         std::vector<float> out(gate.size());
         ref::silu_mul(gate.data(), up.data(), out.data(), gate.size());
@@ -260,4 +555,63 @@ NB_MODULE(_megaops, m) {
         return to_array(std::move(out), shape);
       },
       nb::arg("gate"), nb::arg("up"));
+  m.def("gpu_available", &cli::gpu_available,
+        "whether this module was built with CUDA and sees a CUDA device");
+  constexpr const char* EXECUTOR_DOC =
+      "The GPU step executor (the CLI's): loads `model` (a checkpoint directory, or a preset name "
+      "such as tiny-llama3 for deterministic random weights of `seed`) for up to max_batch "
+      "sequences of max_seq positions, running `plan` (a megaops-plan JSON file; default: the "
+      "fastest measured plan for max_batch, as the CLI picks). Greedy unless temperature > 0. "
+      "RuntimeError without CUDA or a GPU.";
+#ifdef MEGAOPS_HAVE_CUDA
+  nb::class_<PyExecutor>(m, "Executor", EXECUTOR_DOC)
+      .def(
+          nb::init<const std::string&, int, int, const std::string&, uint64_t, float, int, float>(),
+          nb::arg("model"), nb::arg("max_batch") = 1, nb::arg("max_seq") = 2048,
+          nb::arg("plan") = "", nb::arg("seed") = 0, nb::arg("temperature") = 0.0f,
+          nb::arg("top_k") = 0, nb::arg("top_p") = 1.0f)
+      .def("prefill", &PyExecutor::prefill, nb::arg("prompts"),
+           "Starts a batch: runs the prompts (lists of ids, one per sequence) and returns the "
+           "first generated token of each.")
+      .def("decode_step", &PyExecutor::decode_step, nb::arg("forced") = nb::none(),
+           "One decode step of every sequence: feeds the last tokens (or `forced`: a list of ids "
+           "or a 1-D int32 tensor, CPU or CUDA) and returns the next token of each.")
+      .def("logits", &PyExecutor::logits,
+           "Logits [batch, vocab] float32 of the last prefill (last position) or decode step: a "
+           "CUDA DLPack array owning a copy (torch.from_dlpack).")
+      .def_prop_ro("plan", &PyExecutor::plan, "the plan it runs: 'source (description)'")
+      .def_prop_ro("vocab_size", &PyExecutor::vocab_size)
+      .def_prop_ro("max_batch", &PyExecutor::max_batch)
+      .def_prop_ro("max_seq", &PyExecutor::max_seq);
+  m.attr("has_cuda") = true;
+#else
+  nb::class_<PyExecutor>(m, "Executor", EXECUTOR_DOC)
+      .def(
+          nb::init<const std::string&, int, int, const std::string&, uint64_t, float, int, float>(),
+          nb::arg("model"), nb::arg("max_batch") = 1, nb::arg("max_seq") = 2048,
+          nb::arg("plan") = "", nb::arg("seed") = 0, nb::arg("temperature") = 0.0f,
+          nb::arg("top_k") = 0, nb::arg("top_p") = 1.0f);
+  m.attr("has_cuda") = false;
+#endif
+
+  nb::module_ cuda_ops = m.def_submodule(
+      "cuda_ops",
+      "the executor's kernels on CUDA tensors passed by DLPack (C-contiguous, 16-byte aligned); "
+      "results are CUDA DLPack arrays owning their memory. stream: a cudaStream_t as an int "
+      "(torch.cuda.current_stream().cuda_stream); None: the legacy default stream, waited for");
+#ifdef MEGAOPS_HAVE_CUDA
+  cuda_ops.def("rmsnorm", &cuda_rmsnorm, nb::arg("x"), nb::arg("w"), nb::arg("eps"),
+               nb::arg("stream") = nb::none(),
+               "y [rows, n] bfloat16 = x [rows, n] float32 normalised, times w [n] bfloat16");
+  cuda_ops.def("matmul", &cuda_matmul, nb::arg("x"), nb::arg("w"), nb::arg("stream") = nb::none(),
+               "y [m, n] float32 = x [m, k] bfloat16 . w [n, k]^T bfloat16 (HF Linear layout)");
+  cuda_ops.def("silu_mul", &cuda_silu_mul, nb::arg("gate_up"), nb::arg("stream") = nb::none(),
+               "act [m, inter] bfloat16 = silu(gate_up[:, :inter]) * gate_up[:, inter:], gate_up "
+               "[m, 2 * inter] float32");
+#else
+  for (const char* name : {"rmsnorm", "matmul", "silu_mul"}) {
+    const std::string what = std::string("megaops.cuda_ops.") + name;
+    cuda_ops.def(name, [what](nb::args, nb::kwargs) { require_gpu(what.c_str()); });
+  }
+#endif
 }

@@ -5,10 +5,18 @@
     prompt = m.apply_chat_template([{"role": "user", "content": "Hi"}])
     out = m.generate(prompt, max_new_tokens=32, on_text=print)
     logits = torch.from_dlpack(m.forward(m.encode("Hello")))
-"""
-from ._megaops import Model, ops
 
-__all__ = ["Model", "chat", "load", "ops"]
+On the GPU (a build with CUDA), the step executor and the executor's kernels on CUDA tensors:
+
+    ex = megaops.Executor("ckpt/", max_batch=2, max_seq=512)   # or a preset: "tiny-llama3"
+    first = ex.prefill([ids_a, ids_b])                          # first token of each sequence
+    nxt = ex.decode_step()                                      # or decode_step(forced=[...])
+    logits = torch.from_dlpack(ex.logits())                     # [batch, vocab] on the GPU
+    y = torch.from_dlpack(megaops.cuda_ops.matmul(x_bf16, w_bf16))
+"""
+from ._megaops import Executor, Model, cuda_ops, gpu_available, has_cuda, ops
+
+__all__ = ["Executor", "Model", "chat", "cuda_ops", "gpu_available", "has_cuda", "load", "ops"]
 
 
 def load(path, device="auto", max_context=4096):

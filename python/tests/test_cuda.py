@@ -1,0 +1,170 @@
+"""The module's GPU side against the CLI and PyTorch: megaops.Executor's greedy tokens equal
+`megaops generate`'s on the GPU for the same random-weight checkpoint (init-random) and prompt, its
+logits come back as a CUDA tensor whose argmax is the token, and megaops.cuda_ops' kernels agree
+with PyTorch references on fresh random inputs (tolerances next to each assert). Skipped without
+PyTorch, without a CUDA device, or with a module built without CUDA; on such a machine the
+Executor's constructor must raise its one error, which the last test checks."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import megaops
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLI = os.environ.get("MEGAOPS_CLI", os.path.join(ROOT, "build", "megaops"))
+
+try:
+    import torch
+    HAVE_TORCH_CUDA = torch.cuda.is_available()
+except ImportError:
+    torch = None
+    HAVE_TORCH_CUDA = False
+
+needs_gpu = pytest.mark.skipif(
+    not (HAVE_TORCH_CUDA and megaops.has_cuda),
+    reason="needs PyTorch with a CUDA device and a megaops module built with CUDA "
+           f"(torch: {'cuda' if HAVE_TORCH_CUDA else 'absent or no CUDA'}, "
+           f"megaops.has_cuda: {megaops.has_cuda})")
+
+PROMPT = [1, 17, 256, 3, 99, 100, 42, 7, 511, 64, 5]  # the tiny presets' vocabulary is 512
+
+
+@pytest.fixture(scope="module", params=["tiny-llama3", "tiny-qwen3"])
+def ckpt(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(request.param) / "ckpt"
+    subprocess.run([CLI, "init-random", "--preset", request.param, "--out", str(out), "--seed",
+                    "3"], check=True, capture_output=True)
+    return str(out)
+
+
+@needs_gpu
+def test_executor_greedy_tokens_match_cli(ckpt):
+    new = 12
+    cli_tokens = [int(x) for x in subprocess.run(
+        [CLI, "generate", "--model", ckpt, "--prompt-ids", ",".join(map(str, PROMPT)),
+         "--max-new-tokens", str(new), "--ignore-eos"],
+        check=True, capture_output=True).stdout.decode().split()]
+    # The CLI's executor: batch 1, the context the run needs, the default plan for batch 1.
+    ex = megaops.Executor(ckpt, max_batch=1, max_seq=len(PROMPT) + new)
+    assert ex.plan
+    tokens = ex.prefill([PROMPT])
+    for _ in range(new - 1):
+        tokens += ex.decode_step()
+    assert tokens == cli_tokens
+
+
+@needs_gpu
+def test_logits_are_a_cuda_tensor_whose_argmax_is_the_token(ckpt):
+    ex = megaops.Executor(ckpt, max_batch=2, max_seq=64)
+    first = ex.prefill([PROMPT, PROMPT[:5]])
+    logits = torch.from_dlpack(ex.logits())
+    assert logits.is_cuda and logits.dtype == torch.float32
+    assert tuple(logits.shape) == (2, ex.vocab_size)
+    assert logits.argmax(dim=1).tolist() == first
+    # Forced tokens as a CUDA int32 tensor, as a list: the same step.
+    forced = torch.tensor([5, 9], dtype=torch.int32, device="cuda")
+    step = ex.decode_step(forced)
+    assert torch.from_dlpack(ex.logits()).argmax(dim=1).tolist() == step
+    ex.prefill([PROMPT, PROMPT[:5]])  # a new batch: the same step with the ids as a list
+    assert ex.decode_step([5, 9]) == step
+    # logits() returns a copy that owns its memory: later steps leave it as it was.
+    held = torch.from_dlpack(ex.logits())
+    kept = held.clone()
+    ex.decode_step()
+    assert torch.equal(held, kept)
+
+
+@needs_gpu
+def test_executor_on_a_preset():
+    ex = megaops.Executor("tiny-qwen3", max_batch=1, max_seq=32, seed=5)
+    tok = ex.prefill([PROMPT])
+    assert torch.from_dlpack(ex.logits()).argmax(dim=1).tolist() == tok
+    with pytest.raises(ValueError, match="neither a checkpoint directory nor a preset"):
+        megaops.Executor("no-such-model")
+
+
+def bf16_tolerance(k):
+    # bf16 inputs are exact in fp32 products; the sums differ by accumulation order only.
+    return 1e-4 * k ** 0.5
+
+
+@needs_gpu
+@pytest.mark.parametrize("rows,n", [(1, 64), (3, 2048), (111, 8)])
+def test_rmsnorm_matches_torch(rows, n):
+    g = torch.Generator(device="cuda").manual_seed(rows * 1000 + n)
+    x = torch.randn(rows, n, device="cuda", generator=g) * 3
+    w = (torch.rand(n, device="cuda", generator=g) + 0.5).to(torch.bfloat16)
+    y = torch.from_dlpack(megaops.cuda_ops.rmsnorm(x, w, 1e-5))
+    assert y.dtype == torch.bfloat16 and y.is_cuda and tuple(y.shape) == (rows, n)
+    ref = x * torch.rsqrt(x.pow(2).mean(dim=1, keepdim=True) + 1e-5) * w.float()
+    # The output is bf16: one rounding, 2^-8 relative.
+    torch.testing.assert_close(y.float(), ref, rtol=2 ** -8, atol=1e-6)
+
+
+@needs_gpu
+@pytest.mark.parametrize("m,n,k", [(1, 256, 64), (2, 500, 128), (7, 96, 1024), (200, 64, 512)])
+def test_matmul_matches_torch(m, n, k):
+    g = torch.Generator(device="cuda").manual_seed(m * 7 + n * 3 + k)
+    x = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
+    w = (torch.randn(n, k, device="cuda", generator=g) / k ** 0.5).to(torch.bfloat16)
+    y = torch.from_dlpack(megaops.cuda_ops.matmul(x, w))
+    assert y.dtype == torch.float32 and tuple(y.shape) == (m, n)
+    ref = x.float() @ w.float().T
+    torch.testing.assert_close(y, ref, rtol=1e-3, atol=bf16_tolerance(k))
+
+
+@needs_gpu
+@pytest.mark.parametrize("m,inter", [(1, 8), (4, 1024), (33, 136)])
+def test_silu_mul_matches_torch(m, inter):
+    g = torch.Generator(device="cuda").manual_seed(m * 31 + inter)
+    gate_up = torch.randn(m, 2 * inter, device="cuda", generator=g) * 2
+    act = torch.from_dlpack(megaops.cuda_ops.silu_mul(gate_up))
+    assert act.dtype == torch.bfloat16 and tuple(act.shape) == (m, inter)
+    gate, up = gate_up[:, :inter], gate_up[:, inter:]
+    ref = torch.nn.functional.silu(gate) * up
+    torch.testing.assert_close(act.float(), ref, rtol=2 ** -8, atol=1e-6)  # one bf16 rounding
+
+
+@needs_gpu
+def test_cuda_ops_on_the_current_stream():
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        x = torch.randn(4, 256, device="cuda").to(torch.bfloat16)
+        w = torch.randn(128, 256, device="cuda").to(torch.bfloat16)
+        y = torch.from_dlpack(megaops.cuda_ops.matmul(x, w, stream=s.cuda_stream))
+    s.synchronize()
+    torch.testing.assert_close(y, x.float() @ w.float().T, rtol=1e-3, atol=bf16_tolerance(256))
+
+
+@needs_gpu
+def test_bad_tensors_get_one_line_errors():
+    x = torch.randn(2, 64, device="cuda")
+    w = torch.ones(64, device="cuda", dtype=torch.bfloat16)
+    x16 = x.to(torch.bfloat16)
+    cases = [
+        (lambda: megaops.cuda_ops.rmsnorm(x.cpu(), w, 1e-5),
+         "x: expected a 2-D float32 C-contiguous CUDA tensor, found a 2-D float32 tensor on cpu"),
+        (lambda: megaops.cuda_ops.rmsnorm(x, w.float(), 1e-5), "w: expected a 1-D bfloat16"),
+        (lambda: megaops.cuda_ops.rmsnorm(x, w[:32], 1e-5), "w: dimension 0: expected 64"),
+        (lambda: megaops.cuda_ops.matmul(x, x16), "x: expected a 2-D bfloat16"),
+        (lambda: megaops.cuda_ops.matmul(x16.T, x16), "non-contiguous"),
+        (lambda: megaops.cuda_ops.silu_mul(x.to(torch.float16)), "gate_up: expected a 2-D float32"),
+        (lambda: megaops.cuda_ops.silu_mul(torch.randn(2, 12, device="cuda")), "inter"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError) as err:
+            call()
+        assert message in str(err.value)
+        assert "\n" not in str(err.value)
+
+
+@pytest.mark.skipif(megaops.gpu_available(), reason="a GPU is available here")
+def test_without_a_gpu_the_executor_and_cuda_ops_raise_one_error():
+    with pytest.raises(RuntimeError, match="built without CUDA|no CUDA device") as err:
+        megaops.Executor("tiny-llama3")
+    assert "\n" not in str(err.value)
+    x = np.zeros((2, 64), np.float32)
+    with pytest.raises(RuntimeError, match="built without CUDA|no CUDA device"):
+        megaops.cuda_ops.rmsnorm(x, x[0], 1e-5)
