@@ -323,7 +323,7 @@ void write_report(const BenchRun& r, const Section& section, const nlohmann::jso
   const Plan& first = section.items.front().plan.plan;
   nlohmann::json regions = nlohmann::json::array();
   for (const PlanRegion& pr : first.decode.regions)
-    regions.push_back({{"first_op", pr.first_op}, {"serial", pr.serial}});
+    regions.push_back({{"first_op", pr.first_op}, {"backend", region_backend_name(pr.backend)}});
   nlohmann::json j = {
       {"git_sha", o.git_sha},
       {"tp", o.tp.tp},

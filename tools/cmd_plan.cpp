@@ -43,16 +43,14 @@ std::string executor_op_name(const std::string& planner_name, int layer) {
   return layer >= 0 ? "layer " + std::to_string(layer) + " " + name : name;
 }
 
-// Candidate `index` of `r` (a decode step's, `g`) as a plan. What the executors run of it: the
-// serial policy with conventional and overlap regions. All conventional: the conventional step
-// (PDL off, as the profiles the planner predicts from were measured). Otherwise the overlap step
-// with a barrier before each region and the conventional regions serial on one stream; the CTA
-// budgets come from the executor's occupancy rule, not from the plan.
+// Candidate `index` of `r` (a decode step's, `g`) as a plan, faithfully: all conventional is the
+// conventional step (PDL off, as the profiles the planner predicts from were measured); otherwise
+// the region-composed step, each region with its backend, the sharing policy and, where regions
+// co-run, their CTA budgets (under the serial policy the executor chooses them: 0). The executors
+// run serial compositions of conventional and overlap regions (check_plan_runnable names what
+// they do not run).
 Plan plan_of_candidate(const Opts& o, const PlanResult& r, const OpGraph& g, int index) {
   const Candidate& c = r.ranked.at(index);
-  if (!c.executor_supports || c.policy != Policy::Serial)
-    throw Error("plan: rank " + std::to_string(index + 1) + " (" + c.label +
-                ") is not a composition the executors run");
   Plan p;
   p.model = r.model;
   p.batch = o.batch;
@@ -62,14 +60,22 @@ Plan plan_of_candidate(const Opts& o, const PlanResult& r, const OpGraph& g, int
              " --batch " + std::to_string(o.batch) + ", rank " + std::to_string(index + 1) + ": " +
              c.label;
   p.predicted_us = c.predicted_us;
-  bool any_overlap = false;
-  for (const Region& reg : c.regions) any_overlap |= reg.backend == Backend::Overlap;
-  if (any_overlap) {
+  bool composed = false;
+  for (const Region& reg : c.regions) composed |= reg.backend != Backend::Conventional;
+  if (composed) {
     p.decode.backend = PlanBackend::Overlap;
+    const bool serial = c.policy == Policy::Serial;
     for (const Region& reg : c.regions)
       p.decode.regions.push_back(
           {executor_op_name(g.ops[reg.first_op].name, g.ops[reg.first_op].layer),
-           reg.backend == Backend::Conventional});
+           reg.backend == Backend::Conventional ? RegionBackend::Conventional
+           : reg.backend == Backend::Persistent ? RegionBackend::Persistent
+                                                : RegionBackend::Overlap,
+           serial ? 0 : reg.cta_budget});
+    p.decode.sharing.policy = c.policy == Policy::FixedSplit ? "fixed_split"
+                              : c.policy == Policy::Dynamic  ? "dynamic"
+                                                             : "serial";
+    if (c.policy == Policy::FixedSplit) p.decode.sharing.split = c.split;
   }
   return p;
 }

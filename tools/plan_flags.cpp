@@ -59,7 +59,9 @@ CLI::Option* add_plan_option(CLI::App& app, std::string& file) {
 }
 
 Plan read_plan_file(const std::string& path) {
-  return parse_plan(read_text_file(path), path);
+  Plan p = parse_plan(read_text_file(path), path);
+  check_plan_runnable(p, path);
+  return p;
 }
 
 std::vector<std::string> given_step_flags(const CLI::App& app) {
@@ -131,7 +133,8 @@ void check_and_set_regions(const PlanChoice& c, Executor& ex) {
   if (c.plan.decode.regions.empty()) return;
   check_plan_regions(c.plan, c.label, ex.overlap_op_names());
   std::vector<ExecutorOptions::OverlapRegion> regions;
-  for (const PlanRegion& r : c.plan.decode.regions) regions.push_back({r.first_op, r.serial});
+  for (const PlanRegion& r : c.plan.decode.regions)
+    regions.push_back({r.first_op, r.backend == RegionBackend::Conventional});
   ex.set_overlap_regions(regions);
 }
 #endif

@@ -29,7 +29,8 @@ struct PlanChoice {
 // Registers --plan FILE (one) on `app`.
 CLI::Option* add_plan_option(CLI::App& app, std::string& file);
 
-// Reads and checks a plan file; InputError naming the file (and the field) otherwise.
+// Reads and checks a plan file, and that this build's executors run it (check_plan_runnable);
+// InputError naming the file (and the field) otherwise.
 Plan read_plan_file(const std::string& path);
 
 // The step-shaping options given on `app`'s command line, by name ("--pdl").

@@ -137,9 +137,9 @@ void read_matmul(const Fields& parent, PlanMatmul& m) {
 
 void read_decode(const Fields& top, PlanDecode& d) {
   const Fields f(top["decode"], top.origin(), "decode",
-                 {"backend", "pdl", "overlap_streams", "regions", "folds", "chain_counter_waits",
-                  "early_trigger_o_proj", "greedy_in_lm_head", "conventional_arithmetic",
-                  "vendor_chunks", "matmul"});
+                 {"backend", "pdl", "overlap_streams", "regions", "sharing", "folds",
+                  "chain_counter_waits", "early_trigger_o_proj", "greedy_in_lm_head",
+                  "conventional_arithmetic", "vendor_chunks", "matmul"});
   std::string backend = plan_backend_name(d.backend);
   f.read_choice("backend", backend, {"conventional", "pdl_chain", "overlap"});
   d.backend = backend_of(backend);
@@ -162,14 +162,27 @@ void read_decode(const Fields& top, PlanDecode& d) {
     d.regions.clear();
     for (size_t i = 0; i < a.size(); ++i) {
       const Fields r(a[i], f.origin(), field + "[" + std::to_string(i) + "]",
-                     {"first_op", "serial"});
+                     {"first_op", "backend", "cta_budget"});
       PlanRegion region;
       if (!r.has("first_op")) r.fail(r.at("first_op"), "missing (expected an op name)");
       r.read("first_op", region.first_op);
       if (region.first_op.empty()) r.fail(r.at("first_op"), "expected an op name, found \"\"");
-      r.read("serial", region.serial);
+      std::string rb = region_backend_name(region.backend);
+      r.read_choice("backend", rb, {"conventional", "overlap", "persistent"});
+      region.backend = rb == "conventional" ? RegionBackend::Conventional
+                       : rb == "persistent" ? RegionBackend::Persistent
+                                            : RegionBackend::Overlap;
+      r.read("cta_budget", region.cta_budget, 0, 1 << 20);
       d.regions.push_back(region);
     }
+  }
+  if (f.has("sharing")) {
+    const Fields g(f["sharing"], f.origin(), f.at("sharing"), {"policy", "split"});
+    g.read_choice("policy", d.sharing.policy, {"serial", "fixed_split", "dynamic"});
+    g.read("split", d.sharing.split, 0, 1 << 20);
+    if (d.sharing.policy == "fixed_split" && d.sharing.split < 1)
+      g.fail(g.at("split"), "expected the even regions' CTAs (>= 1) with fixed_split, found " +
+                                std::to_string(d.sharing.split));
   }
   if (f.has("folds")) {
     const Fields g(f["folds"], f.origin(), f.at("folds"),
@@ -202,19 +215,20 @@ const char* plan_backend_name(PlanBackend b) {
 
 bool operator==(const Plan& a, const Plan& b) {
   auto regions = [](const PlanDecode& d) {
-    std::vector<std::pair<std::string, bool>> r;
-    for (const PlanRegion& x : d.regions) r.push_back({x.first_op, x.serial});
+    std::vector<std::tuple<std::string, RegionBackend, int>> r;
+    for (const PlanRegion& x : d.regions) r.push_back({x.first_op, x.backend, x.cta_budget});
     return r;
   };
   auto tie = [&](const Plan& p) {
     const PlanDecode& d = p.decode;
     const PlanMatmul& m = d.matmul;
-    return std::make_tuple(
-        p.model, p.batch, p.objective, p.source, p.predicted_us, d.backend, d.pdl,
-        d.overlap_streams, regions(d), d.folds.norms, d.folds.silu, d.folds.silu_epilogue_min_inter,
-        d.folds.rope, d.chain_counter_waits, d.early_trigger_o_proj, d.greedy_in_lm_head,
-        d.conventional_arithmetic, d.vendor_chunks, m.path, m.stream_shapes, m.stream_stages,
-        m.stream_kernel, m.l2_evict_first, m.tune, p.prefill.path, p.prefill.chunk);
+    return std::make_tuple(p.model, p.batch, p.objective, p.source, p.predicted_us, d.backend,
+                           d.pdl, d.overlap_streams, regions(d), d.sharing.policy, d.sharing.split,
+                           d.folds.norms, d.folds.silu, d.folds.silu_epilogue_min_inter,
+                           d.folds.rope, d.chain_counter_waits, d.early_trigger_o_proj,
+                           d.greedy_in_lm_head, d.conventional_arithmetic, d.vendor_chunks, m.path,
+                           m.stream_shapes, m.stream_stages, m.stream_kernel, m.l2_evict_first,
+                           m.tune, p.prefill.path, p.prefill.chunk);
   };
   return tie(a) == tie(b);
 }
@@ -274,7 +288,9 @@ std::string plan_to_json(const Plan& p) {
   const PlanDecode& d = p.decode;
   oj regions = oj::array();
   for (const PlanRegion& r : d.regions)
-    regions.push_back({{"first_op", r.first_op}, {"serial", r.serial}});
+    regions.push_back({{"first_op", r.first_op},
+                       {"backend", region_backend_name(r.backend)},
+                       {"cta_budget", r.cta_budget}});
   oj shapes = oj::array();
   for (const auto& [n, k] : d.matmul.stream_shapes) shapes.push_back({n, k});
   oj j;
@@ -289,6 +305,7 @@ std::string plan_to_json(const Plan& p) {
                  {"pdl", d.pdl},
                  {"overlap_streams", d.overlap_streams},
                  {"regions", regions},
+                 {"sharing", {{"policy", d.sharing.policy}, {"split", d.sharing.split}}},
                  {"folds",
                   {{"norms", d.folds.norms},
                    {"silu", d.folds.silu},
@@ -350,15 +367,53 @@ std::string describe(const Plan& p) {
       if (d.chain_counter_waits) s += ", counter waits";
       break;
     }
-    case PlanBackend::Overlap:
+    case PlanBackend::Overlap: {
       s = "overlap W=" + std::to_string(d.overlap_streams) + ", " +
           (d.regions.size() <= 1 ? std::string("one region")
                                  : std::to_string(d.regions.size()) + " regions");
+      int conventional = 0;
+      for (const PlanRegion& r : d.regions)
+        conventional += r.backend == RegionBackend::Conventional;
+      if (conventional > 0) s += " (" + std::to_string(conventional) + " conventional)";
+      if (d.sharing.policy != "serial") s += ", " + d.sharing.policy;
+    }
       if (!d.conventional_arithmetic) s += ", v0 arithmetic";
       break;
   }
   if (p.prefill.path != "layers") s += ", " + p.prefill.path + " prefill";
   return s;
+}
+
+const char* region_backend_name(RegionBackend b) {
+  switch (b) {
+    case RegionBackend::Conventional:
+      return "conventional";
+    case RegionBackend::Persistent:
+      return "persistent";
+    default:
+      return "overlap";
+  }
+}
+
+void check_plan_runnable(const Plan& p, const std::string& origin) {
+  const PlanDecode& d = p.decode;
+  for (size_t r = 0; r < d.regions.size(); ++r) {
+    const std::string field = "decode.regions[" + std::to_string(r) + "]";
+    if (d.regions[r].backend == RegionBackend::Persistent)
+      throw_input_error(origin, field + ".backend",
+                        "expected conventional or overlap (persistent regions have no executor "
+                        "yet), found persistent");
+    if (d.regions[r].cta_budget != 0)
+      throw_input_error(origin, field + ".cta_budget",
+                        "expected 0 (the executor chooses the CTA budgets of the regions it "
+                        "runs one after another), found " +
+                            std::to_string(d.regions[r].cta_budget));
+  }
+  if (d.sharing.policy != "serial")
+    throw_input_error(origin, "decode.sharing.policy",
+                      "expected serial (co-running regions under a CTA split or dynamic sharing "
+                      "have no executor yet), found " +
+                          d.sharing.policy);
 }
 
 void check_plan_regions(const Plan& p, const std::string& origin,

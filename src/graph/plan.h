@@ -20,9 +20,24 @@ enum class PlanBackend { Conventional, PdlChain, Overlap };
 
 const char* plan_backend_name(PlanBackend b);  // "conventional", "pdl_chain", "overlap"
 
+// How one region of the overlap step runs: conventional (one op at a time on one stream, full
+// grids), overlap (its ops overlap on the W streams under tile waits), or persistent (one resident
+// launch taking tile tasks: the format has it, no executor runs it yet).
+enum class RegionBackend { Conventional, Overlap, Persistent };
+const char* region_backend_name(RegionBackend b);  // "conventional", "overlap", "persistent"
+
 struct PlanRegion {
   std::string first_op;  // the executor's op name ("embedding", "layer 3 o_proj")
-  bool serial = false;   // one op at a time on one stream, full grids
+  RegionBackend backend = RegionBackend::Overlap;
+  int cta_budget = 0;  // CTAs the region's ops may hold at once; 0: the executor chooses
+};
+
+// How regions share the GPU: serial (each region after the one before, behind a barrier), a fixed
+// CTA split between co-running regions (even-indexed regions get `split` CTAs, odd ones the rest)
+// or dynamic sharing. Only serial runs today.
+struct PlanSharing {
+  std::string policy = "serial";  // serial, fixed_split, dynamic
+  int split = 0;                  // fixed_split: CTAs of the even-indexed regions
 };
 
 // The defaults are ExecutorOptions' (runtime/executor_options.h), field by field.
@@ -47,7 +62,8 @@ struct PlanDecode {
   bool pdl = false;                 // conventional only
   int overlap_streams = 3;          // 1..8; the PDL chain runs on 1
   std::vector<PlanRegion> regions;  // overlap only; empty: one overlap region
-  PlanFolds folds;                  // the PDL chain's
+  PlanSharing sharing;
+  PlanFolds folds;  // the PDL chain's
   bool chain_counter_waits = false;
   bool early_trigger_o_proj = true;
   bool greedy_in_lm_head = true;
@@ -93,6 +109,11 @@ Plan default_plan(int batch);
 // One short line: "pdl chain, folds norms+silu+rope", "conventional, pdl on",
 // "overlap W=3, 4 regions".
 std::string describe(const Plan& p);
+
+// Whether this build's executors run `p`: every region conventional or overlap with the
+// executor's own CTA budgets (0), serial sharing. Otherwise an InputError naming the file and the
+// field ("decode.regions[2].backend: persistent regions have no executor yet").
+void check_plan_runnable(const Plan& p, const std::string& origin);
 
 // Checks the regions' first ops against `op_names`, the executor's overlap op names in step order
 // (the last one, step_advance, cannot start a region): each must exist, the first must be

@@ -27,8 +27,11 @@ void apply_plan(const Plan& plan, ExecutorOptions& eo) {
       eo.overlap_pdl_chain = false;
       break;
   }
+  // Persistent regions, fixed CTA budgets and co-running regions have no executor yet.
+  check_plan_runnable(plan, "plan");
   eo.overlap_regions.clear();
-  for (const PlanRegion& r : d.regions) eo.overlap_regions.push_back({r.first_op, r.serial});
+  for (const PlanRegion& r : d.regions)
+    eo.overlap_regions.push_back({r.first_op, r.backend == RegionBackend::Conventional});
   eo.overlap_fold_norms = d.folds.norms;
   eo.overlap_fold_silu = d.folds.silu;
   eo.overlap_silu_epilogue_min_inter = d.folds.silu_epilogue_min_inter;
@@ -67,7 +70,8 @@ Plan plan_from_options(const ExecutorOptions& eo) {
     d.backend = PlanBackend::Overlap;
     d.overlap_streams = eo.overlap_streams;
     for (const ExecutorOptions::OverlapRegion& r : eo.overlap_regions)
-      d.regions.push_back({r.first_op, r.serial});
+      d.regions.push_back(
+          {r.first_op, r.serial ? RegionBackend::Conventional : RegionBackend::Overlap, 0});
   }
   d.folds = {eo.overlap_fold_norms, eo.overlap_fold_silu, eo.overlap_silu_epilogue_min_inter,
              eo.overlap_fold_rope};

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "test_util.h"
 
 namespace megaops {
 namespace {
@@ -28,7 +29,9 @@ Plan unusual_plan() {
   PlanDecode& d = p.decode;
   d.backend = PlanBackend::Overlap;
   d.overlap_streams = 4;
-  d.regions = {{"embedding", true}, {"layer 3 o_proj", false}};
+  d.regions = {{"embedding", RegionBackend::Conventional, 40},
+               {"layer 3 o_proj", RegionBackend::Persistent, 92}};
+  d.sharing = {"fixed_split", 40};
   d.folds = {false, false, -1, false};
   d.chain_counter_waits = true;
   d.early_trigger_o_proj = false;
@@ -100,8 +103,11 @@ TEST(Plan, DescribesInOneShortLine) {
   EXPECT_EQ(describe(p), "conventional, pdl off");
   p.decode.backend = PlanBackend::Overlap;
   EXPECT_EQ(describe(p), "overlap W=3, one region");
-  p.decode.regions = {{"embedding", false}, {"a", true}, {"b", false}, {"c", true}};
-  EXPECT_EQ(describe(p), "overlap W=3, 4 regions");
+  p.decode.regions = {{"embedding", RegionBackend::Overlap},
+                      {"a", RegionBackend::Conventional},
+                      {"b", RegionBackend::Overlap},
+                      {"c", RegionBackend::Conventional}};
+  EXPECT_EQ(describe(p), "overlap W=3, 4 regions (2 conventional)");
   p = default_plan(1);
   p.decode.folds = {false, false, -1, true};
   p.decode.chain_counter_waits = true;
@@ -148,11 +154,21 @@ TEST(Plan, EveryErrorNamesTheFileAndTheField) {
        {"decode.regions: only the overlap backend has regions", "conventional"}},
       {with(R"("decode": {"backend": "overlap", "regions": {}})"),
        {"decode.regions: expected an array"}},
-      {with(R"("decode": {"backend": "overlap", "regions": [{"serial": true}]})"),
+      {with(R"("decode": {"backend": "overlap", "regions": [{"backend": "overlap"}]})"),
        {"decode.regions[0].first_op: missing"}},
       {with(R"("decode": {"backend": "overlap", "regions": [{"first_op": "embedding",
-            "backend": "overlap"}]})"),
-       {"decode.regions[0].backend: unknown key"}},
+            "serial": true}]})"),
+       {"decode.regions[0].serial: unknown key"}},
+      {with(R"("decode": {"backend": "overlap", "regions": [{"first_op": "embedding",
+            "backend": "megakernel"}]})"),
+       {"decode.regions[0].backend: expected conventional, overlap or persistent", "megakernel"}},
+      {with(R"("decode": {"backend": "overlap", "regions": [{"first_op": "embedding",
+            "cta_budget": -1}]})"),
+       {"decode.regions[0].cta_budget"}},
+      {with(R"("decode": {"backend": "overlap", "sharing": {"policy": "greedy"}})"),
+       {"decode.sharing.policy: expected serial, fixed_split or dynamic", "greedy"}},
+      {with(R"("decode": {"backend": "overlap", "sharing": {"policy": "fixed_split"}})"),
+       {"decode.sharing.split: expected the even regions' CTAs"}},
       {with(R"("decode": {"backend": "overlap", "regions": [{"first_op": ""}]})"),
        {"decode.regions[0].first_op: expected an op name"}},
       {with(R"("decode": {"folds": {"norms": "on"}})"),
@@ -193,12 +209,32 @@ TEST(Plan, EveryErrorNamesTheFileAndTheField) {
 }
 
 // Regions name the executor's ops in step order; step_advance (the last) cannot start one.
+// What the format holds but no executor runs yet is one error naming the field.
+TEST(Plan, WhatNoExecutorRunsIsNamed) {
+  Plan p;
+  p.decode.backend = PlanBackend::Overlap;
+  p.decode.regions = {{"embedding", RegionBackend::Overlap},
+                      {"layer 0 o_proj", RegionBackend::Conventional}};
+  EXPECT_NO_THROW(check_plan_runnable(p, "p.json"));
+  p.decode.regions[1].backend = RegionBackend::Persistent;
+  testing::expect_input_error([&] { check_plan_runnable(p, "p.json"); },
+                              {"p.json", "decode.regions[1].backend", "persistent"});
+  p.decode.regions[1] = {"layer 0 o_proj", RegionBackend::Overlap, 66};
+  testing::expect_input_error([&] { check_plan_runnable(p, "p.json"); },
+                              {"decode.regions[1].cta_budget", "found 66"});
+  p.decode.regions[1].cta_budget = 0;
+  p.decode.sharing = {"dynamic", 0};
+  testing::expect_input_error([&] { check_plan_runnable(p, "p.json"); },
+                              {"decode.sharing.policy", "found dynamic"});
+}
+
 TEST(Plan, RegionsAreCheckedAgainstTheOpNames) {
   const std::vector<std::string> names = {"embedding", "layer 0 qkv_proj", "layer 0 o_proj",
                                           "lm_head", "step_advance"};
   Plan p;
   p.decode.backend = PlanBackend::Overlap;
-  p.decode.regions = {{"embedding", false}, {"layer 0 o_proj", true}};
+  p.decode.regions = {{"embedding", RegionBackend::Overlap},
+                      {"layer 0 o_proj", RegionBackend::Conventional}};
   EXPECT_NO_THROW(check_plan_regions(p, "p.json", names));
   auto error = [&](std::vector<PlanRegion> regions) -> std::string {
     p.decode.regions = std::move(regions);
@@ -209,18 +245,21 @@ TEST(Plan, RegionsAreCheckedAgainstTheOpNames) {
     }
     return "";
   };
-  EXPECT_NE(error({{"embedding", false}, {"layer 9 o_proj", false}})
-                .find("p.json: decode.regions[1].first_op: no op named 'layer 9 o_proj'"),
-            std::string::npos);
-  EXPECT_NE(error({{"layer 0 qkv_proj", false}})
+  EXPECT_NE(
+      error({{"embedding", RegionBackend::Overlap}, {"layer 9 o_proj", RegionBackend::Overlap}})
+          .find("p.json: decode.regions[1].first_op: no op named 'layer 9 o_proj'"),
+      std::string::npos);
+  EXPECT_NE(error({{"layer 0 qkv_proj", RegionBackend::Overlap}})
                 .find("decode.regions[0].first_op: expected 'embedding' (the first op)"),
             std::string::npos);
-  EXPECT_NE(error({{"embedding", false}, {"layer 0 o_proj", false}, {"layer 0 qkv_proj", false}})
+  EXPECT_NE(error({{"embedding", RegionBackend::Overlap},
+                   {"layer 0 o_proj", RegionBackend::Overlap},
+                   {"layer 0 qkv_proj", RegionBackend::Overlap}})
                 .find("decode.regions[2].first_op: expected an op after 'layer 0 o_proj'"),
             std::string::npos);
-  EXPECT_NE(
-      error({{"embedding", false}, {"step_advance", false}}).find("no op named 'step_advance'"),
-      std::string::npos);
+  EXPECT_NE(error({{"embedding", RegionBackend::Overlap}, {"step_advance", RegionBackend::Overlap}})
+                .find("no op named 'step_advance'"),
+            std::string::npos);
 }
 
 }  // namespace
