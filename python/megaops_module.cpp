@@ -361,7 +361,8 @@ class PyExecutor {
     if (!plan_.decode.regions.empty()) {
       check_plan_regions(plan_, label, ex_->overlap_op_names());
       std::vector<ExecutorOptions::OverlapRegion> regions;
-      for (const PlanRegion& r : plan_.decode.regions) regions.push_back({r.first_op, r.serial});
+      for (const PlanRegion& r : plan_.decode.regions)
+        regions.push_back({r.first_op, r.backend == RegionBackend::Conventional});
       ex_->set_overlap_regions(regions);
     }
     cudaGetDevice(&device_);
