@@ -43,14 +43,7 @@ namespace nb = nanobind;
 // What tools/text_session.cpp takes from the CLI's main.cpp.
 namespace megaops::cli {
 std::atomic<bool> g_interrupted{false};
-bool gpu_available() {
-#ifdef MEGAOPS_HAVE_CUDA
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-#else
-  return false;
-#endif
-}
+bool gpu_available();  // tools/text_session.cpp (declared for the CLI in tools/commands.h)
 void print_progress(const std::string&, size_t, size_t) {}
 }  // namespace megaops::cli
 
@@ -352,19 +345,12 @@ class PyExecutor {
     eo.max_batch = max_batch;
     eo.max_seq = max_seq;
     apply_plan(plan_, eo);
-    eo.overlap_regions.clear();
     eo.sampling = {temperature, top_k, top_p, seed};
     {
       nb::gil_scoped_release release;
       ex_ = std::make_unique<ConventionalExecutor>(cfg_, weights, eo);
     }
-    if (!plan_.decode.regions.empty()) {
-      check_plan_regions(plan_, label, ex_->overlap_op_names());
-      std::vector<ExecutorOptions::OverlapRegion> regions;
-      for (const PlanRegion& r : plan_.decode.regions)
-        regions.push_back({r.first_op, r.backend == RegionBackend::Conventional});
-      ex_->set_overlap_regions(regions);
-    }
+    set_plan_regions(plan_, label, *ex_);
     cudaGetDevice(&device_);
   }
 

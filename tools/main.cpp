@@ -15,10 +15,6 @@
 #include "runtime/conventional.h"
 #include "tp_launch.h"
 
-#ifdef MEGAOPS_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
-
 namespace megaops::cli {
 
 std::atomic<bool> g_interrupted{false};
@@ -159,15 +155,6 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
-}
-
-bool gpu_available() {
-#ifdef MEGAOPS_HAVE_CUDA
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-#else
-  return false;
-#endif
 }
 
 namespace {

@@ -130,12 +130,7 @@ void settle_plan(PlanChoice& c, ExecutorOptions& eo) {
 }
 
 void check_and_set_regions(const PlanChoice& c, Executor& ex) {
-  if (c.plan.decode.regions.empty()) return;
-  check_plan_regions(c.plan, c.label, ex.overlap_op_names());
-  std::vector<ExecutorOptions::OverlapRegion> regions;
-  for (const PlanRegion& r : c.plan.decode.regions)
-    regions.push_back({r.first_op, r.backend == RegionBackend::Conventional});
-  ex.set_overlap_regions(regions);
+  set_plan_regions(c.plan, c.label, ex);
 }
 #endif
 

@@ -12,11 +12,23 @@
 #include "reference/ops.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
+#include <cuda_runtime.h>
+
 #include "models/step_graph.h"
 #include "runtime/conventional.h"
 #endif
 
 namespace megaops::cli {
+
+// Here rather than in main.cpp: the Python module links this file without main.cpp.
+bool gpu_available() {
+#ifdef MEGAOPS_HAVE_CUDA
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+#else
+  return false;
+#endif
+}
 
 namespace {
 

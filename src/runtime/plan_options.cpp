@@ -30,8 +30,6 @@ void apply_plan(const Plan& plan, ExecutorOptions& eo) {
   // Persistent regions, fixed CTA budgets and co-running regions have no executor yet.
   check_plan_runnable(plan, "plan");
   eo.overlap_regions.clear();
-  for (const PlanRegion& r : d.regions)
-    eo.overlap_regions.push_back({r.first_op, r.backend == RegionBackend::Conventional});
   eo.overlap_fold_norms = d.folds.norms;
   eo.overlap_fold_silu = d.folds.silu;
   eo.overlap_silu_epilogue_min_inter = d.folds.silu_epilogue_min_inter;
@@ -96,6 +94,15 @@ Plan plan_from_options(const ExecutorOptions& eo) {
   p.prefill.path = prefill_path_name(eo.prefill_path);
   p.prefill.chunk = eo.prefill_chunk;
   return p;
+}
+
+void set_plan_regions(const Plan& plan, const std::string& origin, Executor& ex) {
+  if (plan.decode.regions.empty()) return;
+  check_plan_regions(plan, origin, ex.overlap_op_names());
+  std::vector<ExecutorOptions::OverlapRegion> regions;
+  for (const PlanRegion& r : plan.decode.regions)
+    regions.push_back({r.first_op, r.backend == RegionBackend::Conventional});
+  ex.set_overlap_regions(regions);
 }
 
 }  // namespace megaops

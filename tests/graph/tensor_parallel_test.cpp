@@ -15,6 +15,7 @@
 #include "models/model_config.h"
 #include "reference/model.h"
 #include "reference/ops.h"
+#include "reference/ref_weights.h"
 #include "test_util.h"
 
 namespace megaops {
@@ -29,20 +30,6 @@ ModelConfig four_way(const std::string& preset) {
   c.intermediate_size = 192;
   c.vocab_size = 250;  // 63, 63, 63, 61 rows per rank
   return c;
-}
-
-ref::Weights random_weights(const ModelConfig& cfg, uint64_t seed) {
-  ref::Weights w;
-  w.cfg = cfg;
-  const std::vector<WeightSpec> specs = expected_weights(cfg);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    size_t n = 1;
-    for (int64_t d : specs[i].shape) n *= static_cast<size_t>(d);
-    std::vector<float> v(n);
-    random_weight_values(specs[i], static_cast<uint32_t>(i), seed, 0, n, v.data());
-    w.tensors.emplace(specs[i].name, std::move(v));
-  }
-  return w;
 }
 
 double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
@@ -110,7 +97,7 @@ TEST(TensorParallel, BadSplitsNameTheField) {
                               {"intermediate_size", "multiple of tp = 2", "255"});
   testing::expect_input_error([&] { tp_slice(cfg, tp_shape(cfg, 2, 0), "model.nope.weight"); },
                               {"model.nope.weight"});
-  const ref::Weights w = random_weights(cfg, 1);
+  const ref::Weights w = testing::random_ref_weights(cfg, 1);
   testing::expect_input_error([&] { ref::Model(w, 16, 4); }, {"num_key_value_heads"});
 }
 
@@ -119,7 +106,7 @@ TEST(TensorParallel, ReferenceForwardMatchesTheWholeModel) {
   for (const std::string preset : {"tiny-llama3", "tiny-qwen3"})
     for (int tp : {2, 4}) {
       const ModelConfig cfg = tp == 4 ? four_way(preset) : preset_config(preset);
-      const ref::Weights w = random_weights(cfg, 7 + tp);
+      const ref::Weights w = testing::random_ref_weights(cfg, 7 + tp);
       ref::Model whole(w, 32), split(w, 32, tp);
       EXPECT_EQ(split.tp(), tp);
       std::mt19937 rng(tp);
