@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <tuple>
 
 #include "commands.h"
 #include "core/error.h"
@@ -35,6 +37,7 @@ struct Opts {
   int batch = 1, context = 32, tokens = 32, top = 5, pool = 0;
   std::string pool_out;
   bool runnable_only = false, with_persistent = false;
+  std::optional<double> pdl_wait_us, pdl_launch_us;
 };
 
 // The executor's name of a planner op (graph/op_graph.h names, per layer).
@@ -44,11 +47,11 @@ std::string executor_op_name(const std::string& planner_name, int layer) {
 }
 
 // Candidate `index` of `r` (a decode step's, `g`) as a plan, faithfully: all conventional is the
-// conventional step (PDL off, as the profiles the planner predicts from were measured); otherwise
-// the region-composed step, each region with its backend, the sharing policy and, where regions
-// co-run, their CTA budgets (under the serial policy the executor chooses them: 0). The executors
-// run serial compositions of conventional and overlap regions (check_plan_runnable names what
-// they do not run).
+// conventional step with PDL off; the whole-step backends are the conventional step with PDL on
+// and the PDL chain with the candidate's folds; otherwise the region-composed step, each region
+// with its backend, the sharing policy and, where regions co-run, their CTA budgets (under the
+// serial policy the executor chooses them: 0). The executors run serial compositions of
+// conventional and overlap regions (check_plan_runnable names what they do not run).
 Plan plan_of_candidate(const Opts& o, const PlanResult& r, const OpGraph& g, int index) {
   const Candidate& c = r.ranked.at(index);
   Plan p;
@@ -60,6 +63,18 @@ Plan plan_of_candidate(const Opts& o, const PlanResult& r, const OpGraph& g, int
              " --batch " + std::to_string(o.batch) + ", rank " + std::to_string(index + 1) + ": " +
              c.label;
   p.predicted_us = c.predicted_us;
+  if (c.regions.size() == 1 && c.regions[0].backend == Backend::ConventionalPdl) {
+    p.decode.pdl = true;
+    return p;
+  }
+  if (c.regions.size() == 1 && c.regions[0].backend == Backend::PdlChain) {
+    p.decode.backend = PlanBackend::PdlChain;
+    p.decode.overlap_streams = 1;
+    p.decode.folds.norms = (c.regions[0].folds & CHAIN_FOLD_NORMS) != 0;
+    p.decode.folds.silu = (c.regions[0].folds & CHAIN_FOLD_SILU) != 0;
+    p.decode.folds.rope = (c.regions[0].folds & CHAIN_FOLD_ROPE) != 0;
+    return p;
+  }
   bool composed = false;
   for (const Region& reg : c.regions) composed |= reg.backend != Backend::Conventional;
   if (composed) {
@@ -248,6 +263,12 @@ Runner add_plan(CLI::App& app) {
                  "selectors");
   app.add_option("--pool-out", o->pool_out,
                  "write the pool here: a JSON array of {rank, selected_by, plan}");
+  app.add_option("--pdl-wait-us", o->pdl_wait_us,
+                 "cost model: a PDL boundary's latency from a kernel's end to the release of the "
+                 "next one's tiles (default: the measured grid handoff, 0.65)");
+  app.add_option("--pdl-launch-us", o->pdl_launch_us,
+                 "cost model: from a kernel passing its wait to the next kernel's CTAs starting "
+                 "(default 1.0)");
   app.add_flag("--runnable-only", o->runnable_only,
                "rank only candidates today's executors can run");
   app.add_flag("--with-persistent", o->with_persistent,
@@ -277,6 +298,14 @@ Runner add_plan(CLI::App& app) {
         o->model.empty() ? preset_config(o->preset) : read_model_config(o->model + "/config.json");
     const std::string name = o->model.empty() ? o->preset : o->model;
     CostModel cost;
+    for (auto [flag, value, field] :
+         {std::tuple{"--pdl-wait-us", o->pdl_wait_us, &CostModel::pdl_wait_us},
+          std::tuple{"--pdl-launch-us", o->pdl_launch_us, &CostModel::pdl_launch_us}}) {
+      if (!value) continue;
+      if (!(*value >= 0 && *value <= 100))
+        throw_input_error(flag, "", "expected 0..100 us, found " + std::to_string(*value));
+      cost.*field = *value;
+    }
     cost.fixed_split_supported = false;
     // The overlap executor as measured (docs/overlap-design.md, a trace of its step): consumers
     // wait for whole tensors, a handoff takes 2.6 us (median), and a waiting small-m CTA holds

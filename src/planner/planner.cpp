@@ -26,8 +26,24 @@ const char* backend_name(Backend b) {
       return "overlap";
     case Backend::Persistent:
       return "persistent";
+    case Backend::ConventionalPdl:
+      return "conventional_pdl";
+    case Backend::PdlChain:
+      return "pdl_chain";
   }
   return "?";
+}
+
+bool is_whole_step_backend(Backend b) {
+  return b == Backend::ConventionalPdl || b == Backend::PdlChain;
+}
+
+std::string chain_folds_name(uint32_t folds) {
+  std::string s;
+  for (auto [bit, name] : {std::pair{CHAIN_FOLD_NORMS, "norms"}, std::pair{CHAIN_FOLD_SILU, "silu"},
+                           std::pair{CHAIN_FOLD_ROPE, "rope"}})
+    if (folds & bit) s += (s.empty() ? "" : "+") + std::string(name);
+  return s.empty() ? "none" : s;
 }
 
 const char* policy_name(Policy p) {
@@ -159,12 +175,13 @@ struct Planner {
     key.push_back(static_cast<int>(r.backend));
     key.push_back(r.cta_budget);
     key.push_back(keep_barriers ? 1 : 0);
+    key.push_back(static_cast<int>(r.folds));
     for (int i = r.first_op; i <= r.last_op; ++i) key.push_back(key_id[i]);
     auto it = region_cache.find(key);
     if (it != region_cache.end()) return it->second;
     const OpGraph s = sub_graph(g, r.first_op, r.last_op);
     std::vector<double> ex(extra.begin() + r.first_op, extra.begin() + r.last_op + 1);
-    const Region whole{0, r.last_op - r.first_op, r.backend, r.cta_budget};
+    const Region whole{0, r.last_op - r.first_op, r.backend, r.cta_budget, r.folds};
     const TileGraph t = build_tile_graph(s, {whole}, Policy::Serial, 0, cost, ex, keep_barriers);
     // A region on a reduced budget runs on a pool of that many workers.
     const TileSimResult sr = simulate_tiles(t.tasks, {r.cta_budget}, cost.machine);
@@ -238,11 +255,34 @@ struct Planner {
   double additive(const std::vector<Region>& regions) {
     double s = 0;
     for (const Region& r : regions) {
+      if (is_whole_step_backend(r.backend)) {
+        s += additive_pdl(r);
+        continue;
+      }
       if (r.backend != Backend::Conventional)
         s += r.backend == Backend::Overlap ? cost.overlap_region_us : cost.persistent_region_us;
       for (int i = r.first_op; i <= r.last_op; ++i)
         s += standalone_op(i, r.cta_budget) -
              (r.backend == Backend::Conventional ? 0.0 : cost.launch_us);
+    }
+    return s;
+  }
+
+  // A PDL region by the sum of standalone times: every kernel it launches (the chain's folded
+  // ops launch none), each PDL boundary between two own kernels pdl_wait_us instead of launch_us.
+  double additive_pdl(const Region& r) const {
+    const std::vector<char> folded = r.backend == Backend::PdlChain
+                                         ? chain_folded_ops(g, r.folds, cost)
+                                         : std::vector<char>(g.ops.size(), 0);
+    double s = 0;
+    bool prev_own = false, first = true;
+    for (int i = r.first_op; i <= r.last_op; ++i) {
+      if (folded[i]) continue;
+      const bool own = !is_vendor_gemm(g.ops[i], /*pdl=*/true);
+      s += standalone_op(i, r.cta_budget);
+      if (own && prev_own && !first) s -= cost.launch_us - cost.pdl_wait_us;
+      prev_own = own;
+      first = false;
     }
     return s;
   }
@@ -430,6 +470,45 @@ void enumerate_candidates(Planner& p, const std::vector<Template>& templates, in
                           ": group more ops, offer fewer splits or raise the cap");
 }
 
+// The whole-step candidates (PlanOptions::step_backends): conventional+PDL, and the PDL chain
+// once per distinct set of ops its folds remove, asking for the most folds that give the set
+// (a fold that removes nothing here is asked for anyway: the plan then runs as the default).
+void enumerate_step_candidates(Planner& p, std::vector<Candidate>& cands,
+                               std::vector<int>& cand_template) {
+  const OpGraph& g = p.g;
+  const CostModel& cost = p.cost;
+  const int last = static_cast<int>(g.ops.size()) - 1;
+  auto add = [&](Backend b, uint32_t folds, bool supported) {
+    if (!supported && !p.opt.include_unsupported) return;
+    Candidate c;
+    c.regions = {{0, last, b, cost.machine.workers, folds}};
+    c.executor_supports = supported;
+    c.label = std::string("step ") + backend_name(b);
+    if (b == Backend::PdlChain) c.label += " folds " + chain_folds_name(folds);
+    c.label += " serial";
+    cands.push_back(std::move(c));
+    cand_template.push_back(-1);
+  };
+  for (Backend b : p.opt.step_backends) {
+    if (b == Backend::ConventionalPdl) {
+      add(b, 0, cost.pdl_supported);
+    } else if (b == Backend::PdlChain) {
+      std::vector<std::vector<char>> seen;
+      for (int folds = CHAIN_FOLD_ALL; folds >= 0; --folds) {
+        if (!p.opt.chain_fold_variants && folds != CHAIN_FOLD_ALL) break;
+        std::vector<char> removed = chain_folded_ops(g, static_cast<uint32_t>(folds), cost);
+        if (std::find(seen.begin(), seen.end(), removed) != seen.end()) continue;
+        seen.push_back(std::move(removed));
+        add(b, static_cast<uint32_t>(folds), cost.chain_supported);
+      }
+    } else {
+      throw_input_error(
+          "plan", "step_backends",
+          std::string("expected conventional_pdl or pdl_chain, found ") + backend_name(b));
+    }
+  }
+}
+
 // Each candidate's predicted, additive and no-overlap times: serial ones from the region cache,
 // co-running ones by simulating their tile graphs.
 void predict_candidates(Planner& p, const std::vector<Template>& templates,
@@ -478,6 +557,7 @@ std::string candidate_reason(Planner& p, const Candidate& c) {
     if (r.backend == Backend::Conventional) continue;
     Region conv = r;
     conv.backend = Backend::Conventional;
+    conv.folds = 0;
     conv.cta_budget = cost.machine.workers;
     Region own = r;
     own.cta_budget = cost.machine.workers;
@@ -571,9 +651,15 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
   const int bits = p.tg - 1 + (wrap ? 1 : 0);
 
   std::vector<Backend> backends;
-  for (Backend b : options.backends)
+  for (Backend b : options.backends) {
+    if (is_whole_step_backend(b))
+      throw_input_error("plan", "backends",
+                        std::string("expected region backends (conventional, overlap, "
+                                    "persistent), found ") +
+                            backend_name(b) + ": whole-step backends go in step_backends");
     if (b != Backend::Persistent || cost.persistent_supported || options.include_unsupported)
       backends.push_back(b);
+  }
 
   p.calibrate();
 
@@ -582,6 +668,7 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
   std::vector<Candidate> cands;
   std::vector<int> cand_template;
   enumerate_candidates(p, templates, bits, cands, cand_template);
+  enumerate_step_candidates(p, cands, cand_template);
   p.res.candidates = static_cast<int64_t>(cands.size());
 
   const Region all_conv{0, static_cast<int>(g.ops.size()) - 1, Backend::Conventional,
@@ -597,13 +684,21 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
 
   predict_candidates(p, templates, cand_template, cands);
 
-  // A plan with any overlap region runs every op of the step on the overlap executor, as an
-  // overlap kernel (CostModel::overlap_serial_op_us).
+  // A plan with any overlap or persistent region runs every op of the step on the overlap
+  // executor, as an overlap kernel (CostModel::overlap_serial_op_us); so does the PDL chain, for
+  // every op it launches.
   if (cost.overlap_serial_op_us > 0)
-    for (Candidate& c : cands)
-      if (std::any_of(c.regions.begin(), c.regions.end(),
-                      [](const Region& r) { return r.backend != Backend::Conventional; }))
+    for (Candidate& c : cands) {
+      if (c.regions.size() == 1 && c.regions[0].backend == Backend::PdlChain) {
+        const std::vector<char> folded = chain_folded_ops(g, c.regions[0].folds, cost);
+        c.predicted_us += cost.overlap_serial_op_us *
+                          static_cast<double>(std::count(folded.begin(), folded.end(), 0));
+      } else if (std::any_of(c.regions.begin(), c.regions.end(), [](const Region& r) {
+                   return r.backend == Backend::Overlap || r.backend == Backend::Persistent;
+                 })) {
         c.predicted_us += cost.overlap_serial_op_us * static_cast<double>(g.ops.size());
+      }
+    }
 
   // Reasons: what each non-conventional region gains, and what co-running adds.
   for (Candidate& c : cands) c.reason = candidate_reason(p, c);

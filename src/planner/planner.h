@@ -1,6 +1,7 @@
 // The cut planner: which kernel boundaries of a step to keep. A candidate is a cover of the
 // step's ordered op groups by contiguous regions, a backend per region (conventional, overlap,
-// persistent) and a GPU-sharing policy between regions (serial, fixed CTA split, dynamic). Each is
+// persistent) and a GPU-sharing policy between regions (serial, fixed CTA split, dynamic), or one
+// of the whole-step backends (conventional with PDL, the PDL chain with a set of folds). Each is
 // scored by simulating its tile graph (tile_sim.h) with per-op costs calibrated on the service
 // table, ranked by the predicted objective, and explained against the all-conventional baseline.
 // Pure C++: runs and is tested without a GPU. Model and schemas: docs/planner.md.
@@ -10,14 +11,32 @@
 #include <string>
 #include <vector>
 
-#include "graph/op_graph.h"
 #include "core/matmul_dispatch.h"
+#include "graph/op_graph.h"
 #include "planner/service_table.h"
 #include "planner/tile_sim.h"
 
 namespace megaops {
 
-enum class Backend { Conventional, Overlap, Persistent };
+// Region backends: Conventional (one kernel per op, a plain boundary between kernels), Overlap
+// (kernels synchronised on tiles), Persistent (one resident launch). Whole-step backends, which
+// the executors run only over a whole step (PlanOptions::step_backends): ConventionalPdl (the
+// conventional step with its own kernels launched with PDL) and PdlChain (the overlap step's
+// kernels on one stream under PDL, with the folds in Region::folds).
+enum class Backend { Conventional, Overlap, Persistent, ConventionalPdl, PdlChain };
+
+// The PDL chain's folds (the plan's decode.folds): norms into the streaming matmul after them,
+// SiLU·mul into the streaming down projection, RoPE into the per-query-head decode attention.
+// Where a fold applies is chain_folded_ops' rule.
+enum ChainFold : uint32_t {
+  CHAIN_FOLD_NORMS = 1,
+  CHAIN_FOLD_SILU = 2,
+  CHAIN_FOLD_ROPE = 4,
+  CHAIN_FOLD_ALL = 7,
+};
+std::string chain_folds_name(uint32_t folds);  // "norms+silu+rope", "none"
+
+bool is_whole_step_backend(Backend b);
 enum class Policy { Serial, FixedSplit, Dynamic };
 enum class Objective { Step, Ttft };
 
@@ -60,6 +79,21 @@ struct CostModel {
   // synchronisation. An estimate, not fitted: with it round 5 of the validation
   // (docs/planner-validation.md) predicted the graph prefills within -2% to +9% (+14% once).
   double prefill_replay_us = 30;
+  // PDL (conventional+PDL and the chain), between two own kernels: kernel k's CTAs are scheduled
+  // `pdl_launch_us` after every CTA of kernel k - 1 passed its own wait (each own kernel triggers
+  // its dependents right after its wait), stream their weights into staging while k - 1 runs,
+  // and are released `pdl_wait_us` after k - 1 completed (griddepcontrol.wait). A vendor GEMM has
+  // no PDL prologue: the boundaries before and after one are plain (launch_us). pdl_wait_us is
+  // measured: a grid handoff between two megaops kernels took 0.6-0.7 us in a trace of the chain
+  // (bench/results/2026-11-30-s16-call1, ExecutorOptions::overlap_chain_counter_waits);
+  // pdl_launch_us is an assumption until measured (it is hidden whenever k - 1 computes longer).
+  double pdl_launch_us = 1.0;
+  double pdl_wait_us = 0.65;
+  // The chain's SiLU·mul in gate_up's epilogue from this intermediate size (the executor's
+  // ExecutorOptions::overlap_silu_epilogue_min_inter, the plan's folds.silu_epilogue_min_inter).
+  int silu_epilogue_min_inter = 8192;
+  bool pdl_supported = true;          // executor_supports for conventional+PDL
+  bool chain_supported = true;        // executor_supports for the PDL chain
   bool overlap_supported = true;      // executor_supports for overlap regions
   bool fixed_split_supported = true;  // executor_supports for the fixed-split sharing policy
   bool persistent_supported = false;  // executor_supports for persistent regions
@@ -89,6 +123,7 @@ struct Region {
   int first_op = 0, last_op = 0;
   Backend backend = Backend::Conventional;
   int cta_budget = 0;
+  uint32_t folds = 0;  // PdlChain: the ChainFold bits asked for
 };
 
 struct Candidate {
@@ -109,6 +144,11 @@ struct PlanOptions {
   bool include_unsupported = false;    // also rank candidates the executors cannot run yet
   int64_t max_candidates = 5000;       // enumeration cap: a larger space is an error
   std::vector<Backend> backends = {Backend::Conventional, Backend::Overlap, Backend::Persistent};
+  // Whole-step backends ranked beside the compositions: conventional+PDL, and the PDL chain once
+  // per distinct set of ops its folds remove (every subset of CHAIN_FOLD_ALL with
+  // chain_fold_variants, else all folds).
+  std::vector<Backend> step_backends = {Backend::ConventionalPdl, Backend::PdlChain};
+  bool chain_fold_variants = true;
 };
 
 struct OpCalibration {
@@ -183,9 +223,19 @@ TtftPlan rank_ttft(const PlanResult& step, double layers_us, TtftReplays replays
 // executor_supports}.
 std::string plan_json(const PlanResult& r, const OpGraph& g, int index);
 
-// Whether the executors run this op as a vendor (cuBLASLt) GEMM: a matmul outside the small-m
-// kernel's dispatch (core/matmul_dispatch.h).
-bool is_vendor_gemm(const Op& op);
+// Whether the executors run this op as a vendor (cuBLASLt) GEMM: a matmul the default dispatch
+// (core/matmul_dispatch.h, launched with PDL or not) puts on cuBLASLt.
+bool is_vendor_gemm(const Op& op, bool pdl = false);
+
+// Per op of `g`: FOLD_INTO_CONSUMER_PROLOGUE or FOLD_INTO_PRODUCER_EPILOGUE where the PDL chain
+// with `folds` launches nothing for it because the kernel after or before it computes it, else 0,
+// as the executor decides (runtime/overlap_ops.cu, pdl_chain.cu): a norm before a matmul
+// on the streaming kernel (CHAIN_FOLD_NORMS); SiLU·mul in the epilogue of a streaming gate_up
+// where the intermediate size is at least cost.silu_epilogue_min_inter (>= 0), else in the
+// prologue of a streaming down projection (CHAIN_FOLD_SILU); qkv_rope before a decode attention
+// of at most two rows, which takes the per-query-head kernel (CHAIN_FOLD_ROPE). Only where the
+// graph's fold bits (Op::folds) allow it.
+std::vector<char> chain_folded_ops(const OpGraph& g, uint32_t folds, const CostModel& cost);
 
 // The tile graph of one candidate, as simulated (also used by the dumps).
 struct TileGraph {

@@ -13,13 +13,14 @@ using nlohmann::json;
 std::string plan_json(const PlanResult& r, const OpGraph& g, int index) {
   const Candidate& c = r.ranked.at(index);
   json regions = json::array();
-  for (const Region& reg : c.regions)
-    regions.push_back({{"ops", {reg.first_op, reg.last_op}},
-                       {"first_op", g.ops[reg.first_op].name},
-                       {"last_op", g.ops[reg.last_op].name},
-                       {"first_layer", g.ops[reg.first_op].layer},
-                       {"backend", backend_name(reg.backend)},
-                       {"cta_budget", reg.cta_budget}});
+  for (const Region& reg : c.regions) {
+    json region = {
+        {"ops", {reg.first_op, reg.last_op}},   {"first_op", g.ops[reg.first_op].name},
+        {"last_op", g.ops[reg.last_op].name},   {"first_layer", g.ops[reg.first_op].layer},
+        {"backend", backend_name(reg.backend)}, {"cta_budget", reg.cta_budget}};
+    if (reg.backend == Backend::PdlChain) region["folds"] = chain_folds_name(reg.folds);
+    regions.push_back(std::move(region));
+  }
   json j = {{"model", r.model},
             {"batch", r.batch},
             {"objective", objective_name(r.objective)},

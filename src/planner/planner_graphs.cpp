@@ -43,9 +43,60 @@ RegionGraph single_op_groups(const OpGraph& g) {
   return rg;
 }
 
-bool is_vendor_gemm(const Op& op) {
+bool is_vendor_gemm(const Op& op, bool pdl) {
   return op.kind == OpKind::Matmul &&
-         matmul_dispatch_path(op.m, op.n, op.k) == MatmulPath::CublasLt;
+         matmul_dispatch_path(op.m, op.n, op.k, pdl) == MatmulPath::CublasLt;
+}
+
+namespace {
+
+// Whether op i is a matmul on the streaming kernel under PDL (the only kernel the chain folds
+// norms and SiLU·mul into).
+bool streams(const OpGraph& g, int i) {
+  if (i < 0 || i >= static_cast<int>(g.ops.size())) return false;
+  const Op& op = g.ops[i];
+  return op.kind == OpKind::Matmul &&
+         matmul_dispatch_path(op.m, op.n, op.k, /*pdl=*/true) == MatmulPath::Stream;
+}
+
+// Rows the decode attention folds RoPE for (kernels/rope_fold.cuh, ROPE_FOLD_MAX_ROWS: the
+// per-query-head kernel runs batches 1-2).
+constexpr int CHAIN_ROPE_FOLD_MAX_ROWS = 2;
+
+}  // namespace
+
+std::vector<char> chain_folded_ops(const OpGraph& g, uint32_t folds, const CostModel& cost) {
+  const int n = static_cast<int>(g.ops.size());
+  std::vector<char> out(n, 0);
+  if (g.step != StepKind::Decode) return out;  // the chain runs decode steps only
+  for (int i = 0; i < n; ++i) {
+    const Op& op = g.ops[i];
+    const bool prologue = (op.folds & FOLD_INTO_CONSUMER_PROLOGUE) != 0;
+    const bool epilogue = (op.folds & FOLD_INTO_PRODUCER_EPILOGUE) != 0;
+    switch (op.code) {
+      case OpCode::InputNorm:
+      case OpCode::PostNorm:
+      case OpCode::FinalNorm:
+        if (prologue && (folds & CHAIN_FOLD_NORMS) && streams(g, i + 1))
+          out[i] = FOLD_INTO_CONSUMER_PROLOGUE;
+        break;
+      case OpCode::SiluMul:
+        if (epilogue && cost.silu_epilogue_min_inter >= 0 &&
+            op.cols >= cost.silu_epilogue_min_inter && op.cols % 4 == 0 && streams(g, i - 1))
+          out[i] = FOLD_INTO_PRODUCER_EPILOGUE;
+        else if (prologue && (folds & CHAIN_FOLD_SILU) && streams(g, i + 1))
+          out[i] = FOLD_INTO_CONSUMER_PROLOGUE;
+        break;
+      case OpCode::QkvRope:
+        if (prologue && (folds & CHAIN_FOLD_ROPE) && i + 1 < n &&
+            g.ops[i + 1].code == OpCode::DecodeAttention && g.batch <= CHAIN_ROPE_FOLD_MAX_ROWS)
+          out[i] = FOLD_INTO_CONSUMER_PROLOGUE;
+        break;
+      default:
+        break;
+    }
+  }
+  return out;
 }
 
 TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions, Policy policy,
@@ -83,7 +134,14 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
                         : b == Backend::Persistent ? cost.persistent_tile_us
                                                    : 0.0;
     if (policy == Policy::Dynamic) tile_extra += cost.dynamic_tile_us;
-    const bool barriers = b == Backend::Conventional || keep_barriers;
+    // PDL backends: every op behind the kernel before it (PDL boundaries between own kernels,
+    // plain ones around vendor GEMMs); the chain launches nothing for its folded ops.
+    const bool pdl = b == Backend::ConventionalPdl || b == Backend::PdlChain;
+    const std::vector<char> folded = b == Backend::PdlChain ? chain_folded_ops(g, r.folds, cost)
+                                                            : std::vector<char>(g.ops.size(), 0);
+    int prev_wait = start;  // PDL: the join that released the previous kernel's tiles
+    bool prev_own = false;  // PDL: the previous kernel is an own kernel (it triggers early)
+    const bool barriers = b == Backend::Conventional || pdl || keep_barriers;
     // Per-tensor waits (CostModel::overlap_tensor_waits) in an overlap region: a consumer tile
     // waits for its producers' whole outputs plus the handoff latency; its weights still stream
     // into staging while it waits.
@@ -94,12 +152,30 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
     std::vector<int> dones;
     for (int oi = r.first_op; oi <= r.last_op; ++oi) {
       const Op& op = g.ops[oi];
+      if (folded[oi]) {  // computed by its neighbour: no tiles, done when the one before is
+        t.op_done[oi] = prev_done >= 0 ? prev_done : start;
+        row_join[oi].assign(op.row_blocks(), t.op_done[oi]);
+        continue;
+      }
       const bool vendor = tensor_waits && cost.overlap_vendor_gemms && is_vendor_gemm(op);
       int launch = start;
-      if (barriers)
+      int wait = -1;  // PDL: the join every tile of this kernel waits on
+      if (pdl) {
+        const bool own = !is_vendor_gemm(op, /*pdl=*/true);
+        const int before = prev_done >= 0 ? prev_done : start;
+        if (own && prev_own && prev_done >= 0 && !keep_barriers) {
+          wait = join({before}, cost.pdl_wait_us);
+          launch = join({prev_wait}, cost.pdl_launch_us);
+        } else {
+          wait = join({before}, own && prev_done >= 0 ? cost.pdl_wait_us : cost.launch_us);
+          launch = wait;
+        }
+        prev_wait = wait;
+        prev_own = own;
+      } else if (barriers) {
         launch = join({prev_done >= 0 ? prev_done : start},
                       b == Backend::Conventional ? cost.launch_us : 0.0);
-      else if (prev_vendor) {  // the barrier after a vendor GEMM: its output is ready then
+      } else if (prev_vendor) {  // the barrier after a vendor GEMM: its output is ready then
         launch = join({prev_done}, cost.launch_us);
         tensor_ready.emplace(oi - 1, launch);
       }
@@ -121,18 +197,35 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
             after.push_back(t.op_done[in.producer]);
         launch = join(std::move(after), cost.launch_us);
       }
+      // What a fold adds to each tile of the kernel that computes the folded op: a prologue fold
+      // of a norm or SiLU·mul reads (and computes) the whole row in every tile, RoPE only the
+      // tile's own head; a SiLU·mul in the epilogue writes the activation instead of gate|up.
+      double fold_bytes = 0, fold_flops = 0, out_bytes = static_cast<double>(op.act_out_bytes);
+      if (oi > r.first_op && folded[oi - 1] == FOLD_INTO_CONSUMER_PROLOGUE) {
+        const Op& f = g.ops[oi - 1];
+        const double share = f.code == OpCode::QkvRope ? frac : 1.0;
+        fold_bytes = static_cast<double>(f.act_in_bytes + f.weight_bytes) * share;
+        fold_flops = f.flops * share;
+      }
+      if (oi < r.last_op && folded[oi + 1] == FOLD_INTO_PRODUCER_EPILOGUE)
+        out_bytes = static_cast<double>(g.ops[oi + 1].act_out_bytes);
       t.op_first_tile[oi] = static_cast<int>(t.tasks.size());
       for (int64_t k = 0; k < tiles; ++k) {
         TileTask task;
         task.op = oi;
         task.pool = pool;
         // Partial last tiles are charged like full ones: the tile count is what matters here.
-        task.compute_us = op.flops * frac / cost.machine.worker_flops_per_us + extra[oi] +
-                          (vendor ? 0.0 : tile_extra);
+        task.compute_us = (op.flops * frac + fold_flops) / cost.machine.worker_flops_per_us +
+                          extra[oi] + (vendor ? 0.0 : tile_extra);
         task.weight_bytes = static_cast<double>(op.weight_bytes + op.kv_bytes) * frac;
-        task.input_bytes = static_cast<double>(op.act_in_bytes) * frac;
-        task.output_bytes = static_cast<double>(op.act_out_bytes) * frac;
+        task.input_bytes = static_cast<double>(op.act_in_bytes) * frac + fold_bytes;
+        task.output_bytes = out_bytes * frac;
         task.launch_deps = {launch};
+        if (wait >= 0) {  // PDL: griddepcontrol.wait covers every input (the chain of grids)
+          task.data_deps = {wait};
+          t.tasks.push_back(std::move(task));
+          continue;
+        }
         const int64_t rb = k / op.col_tiles();
         for (int ii = 0; ii < static_cast<int>(op.inputs.size()); ++ii) {
           const OpInput& in = op.inputs[ii];

@@ -244,6 +244,7 @@ TEST(Planner, BarrierWinsWhenOverlapStarvesABandwidthBoundOp) {
                             synthetic("b", 528, 0, w, cost.machine), true);
   PlanOptions opt;
   opt.splits = {66, 88};
+  opt.step_backends = {};  // the compositions only (PDL: WholeStepBackends* below)
   const RegionGraph rg = single_op_groups(g);
   const PlanResult r = plan(g, ServiceTable(), opt, cost, &rg);
   // Conventional: each op streams at the full bandwidth: 4 waves of 10 us, plus its boundary.
@@ -274,6 +275,7 @@ TEST(Planner, EveryOpOfAnOverlapPlanPaysTheSerialCost) {
   const RegionGraph rg = single_op_groups(g);
   PlanOptions opt;
   opt.backends = {Backend::Conventional, Backend::Overlap};
+  opt.step_backends = {};  // the chain pays it per launched op: ChainLaunchesNoKernelForAFold
   const PlanResult base = plan(g, ServiceTable(), opt, cost, &rg);
   cost.overlap_serial_op_us = 5.0;
   const PlanResult with = plan(g, ServiceTable(), opt, cost, &rg);
@@ -414,6 +416,161 @@ TEST(Planner, CapAndDumps) {
   const std::string j = plan_json(r, g, r.pick);
   EXPECT_NE(j.find("\"baseline_us\""), std::string::npos);
   EXPECT_NE(j.find("\"cta_budget\""), std::string::npos);
+}
+
+// PDL between two own kernels, analytically (1,000 bytes/us, one tile each, 1 us of weights and
+// 5 us of compute each, plain boundary 1.8 us, PDL launch 1 us, PDL wait 0.65 us). Conventional:
+// 1.8 + 1 + 5 + 1.8 + 1 + 5 = 15.6. With PDL the first kernel still pays a plain launch (the
+// step's first), its tile loads until 2.8 and is done at 7.8; the second kernel's CTA starts at
+// 1.8 + 1 = 2.8, streams its weights until 3.8 behind the first's, is released at 7.8 + 0.65 and
+// done at 13.45. Without the early launch (the no-overlap selector) it loads after its release:
+// 14.45. A vendor GEMM has no PDL prologue: plain boundaries around it, 15.6 again.
+TEST(Planner, PdlBoundaryPrefetchesWeightsAndWaitsForTheGrid) {
+  CostModel cost = chain_cost();
+  cost.launch_us = 1.8;
+  cost.pdl_launch_us = 1.0;
+  cost.pdl_wait_us = 0.65;
+  const OpGraph g = two_ops(synthetic("a", 1, 5.0, 1000, cost.machine),
+                            synthetic("b", 1, 5.0, 1000, cost.machine), true);
+  auto run = [&](const OpGraph& graph, Backend b, bool keep_barriers) {
+    const std::vector<double> extra(graph.ops.size(), 0.0);
+    const TileGraph t = build_tile_graph(graph, {{0, 1, b, cost.machine.workers}}, Policy::Serial,
+                                         0, cost, extra, keep_barriers);
+    return simulate_tiles(t.tasks, t.pool_workers, cost.machine).makespan_us;
+  };
+  EXPECT_NEAR(run(g, Backend::Conventional, false), 15.6, 1e-9);
+  EXPECT_NEAR(run(g, Backend::ConventionalPdl, false), 13.45, 1e-9);
+  EXPECT_NEAR(run(g, Backend::ConventionalPdl, true), 14.45, 1e-9);
+  // The synthetic ops carry no fold bits: the chain launches both, like conventional + PDL.
+  EXPECT_NEAR(run(g, Backend::PdlChain, false), 13.45, 1e-9);
+  OpGraph vendor = g;
+  vendor.ops[1].m = 64;  // a batch of 64 on the 8B's gate_up: cuBLASLt with PDL or without
+  vendor.ops[1].n = 28672;
+  vendor.ops[1].k = 4096;
+  ASSERT_TRUE(is_vendor_gemm(vendor.ops[1], true));
+  EXPECT_NEAR(run(vendor, Backend::ConventionalPdl, false), 15.6, 1e-9);
+
+  // Both whole-step backends are ranked beside the compositions, runnable, with the PDL boundary
+  // in the additive selector too (one boundary: 1.8 - 0.65 off the standalone sum).
+  const RegionGraph rg = single_op_groups(g);
+  const PlanResult r = plan(g, ServiceTable(), PlanOptions(), cost, &rg);
+  const Candidate* pdl = nullptr;
+  for (const Candidate& c : r.ranked)
+    if (c.label == "step conventional_pdl serial") pdl = &c;
+  ASSERT_NE(pdl, nullptr);
+  EXPECT_TRUE(pdl->executor_supports);
+  EXPECT_NEAR(pdl->predicted_us, 13.45, 1e-9);
+  EXPECT_NEAR(pdl->no_overlap_us, 14.45, 1e-9);
+  EXPECT_NEAR(pdl->additive_us, 2 * 7.8 - (1.8 - 0.65), 1e-9);
+  EXPECT_LT(pdl->predicted_us, r.baseline_us);
+  PlanOptions wrong;
+  wrong.backends = {Backend::Conventional, Backend::PdlChain};
+  EXPECT_THROW(plan(g, ServiceTable(), wrong, cost, &rg), InputError);
+}
+
+int count_folded(const std::vector<char>& f, OpCode code, const OpGraph& g, char how) {
+  int n = 0;
+  for (size_t i = 0; i < f.size(); ++i) n += g.ops[i].code == code && f[i] == how;
+  return n;
+}
+
+// Where the chain folds, as the executor decides: norms before the streaming matmuls, SiLU·mul in
+// a streaming gate_up's epilogue from an intermediate size of 8192 (else into a streaming down
+// with the silu fold), RoPE into decode attention of at most two rows. Nothing at batch 8 (no
+// matmul streams there but at m = 1) or in prefill.
+TEST(Planner, ChainFoldsWhereTheExecutorFolds) {
+  const CostModel cost;
+  const ModelConfig l1b = preset_config("llama3.2-1b");
+  const OpGraph g = build_decode_graph(l1b, "llama3.2-1b", 1, 32);
+  const int layers = l1b.num_layers;
+  const std::vector<char> all = chain_folded_ops(g, CHAIN_FOLD_ALL, cost);
+  const char pro = FOLD_INTO_CONSUMER_PROLOGUE, epi = FOLD_INTO_PRODUCER_EPILOGUE;
+  EXPECT_EQ(count_folded(all, OpCode::InputNorm, g, pro), layers);
+  EXPECT_EQ(count_folded(all, OpCode::PostNorm, g, pro), layers);
+  EXPECT_EQ(count_folded(all, OpCode::FinalNorm, g, pro), 1);
+  EXPECT_EQ(count_folded(all, OpCode::SiluMul, g, epi), layers);  // inter 8192
+  EXPECT_EQ(count_folded(all, OpCode::QkvRope, g, pro), layers);
+  EXPECT_EQ(std::count(all.begin(), all.end(), 0),
+            static_cast<long>(g.ops.size()) - 4 * layers - 1);
+  // The epilogue does not depend on the silu flag; the others follow theirs.
+  const std::vector<char> none = chain_folded_ops(g, 0, cost);
+  EXPECT_EQ(count_folded(none, OpCode::SiluMul, g, epi), layers);
+  EXPECT_EQ(std::count(none.begin(), none.end(), 0), static_cast<long>(g.ops.size()) - layers);
+  CostModel no_epilogue = cost;
+  no_epilogue.silu_epilogue_min_inter = -1;
+  EXPECT_EQ(
+      count_folded(chain_folded_ops(g, CHAIN_FOLD_SILU, no_epilogue), OpCode::SiluMul, g, pro),
+      layers);
+
+  const ModelConfig q06 = preset_config("qwen3-0.6b");  // inter 3072: into down, with the flag
+  const OpGraph q = build_decode_graph(q06, "qwen3-0.6b", 1, 32);
+  EXPECT_EQ(count_folded(chain_folded_ops(q, CHAIN_FOLD_SILU, cost), OpCode::SiluMul, q, pro),
+            q06.num_layers);
+  EXPECT_EQ(count_folded(chain_folded_ops(q, CHAIN_FOLD_NORMS, cost), OpCode::SiluMul, q, pro), 0);
+
+  for (const OpGraph& other : {build_decode_graph(l1b, "llama3.2-1b", 8, 32),
+                               build_prefill_graph(l1b, "llama3.2-1b", 64, 0)}) {
+    const std::vector<char> f = chain_folded_ops(other, CHAIN_FOLD_ALL, cost);
+    EXPECT_EQ(std::count(f.begin(), f.end(), 0), static_cast<long>(other.ops.size()));
+  }
+  // Batch 2 still folds RoPE (the per-query-head kernel), not the norms (m = 2 does not stream).
+  const OpGraph b2 = build_decode_graph(l1b, "llama3.2-1b", 2, 32);
+  const std::vector<char> f2 = chain_folded_ops(b2, CHAIN_FOLD_ALL, cost);
+  EXPECT_EQ(count_folded(f2, OpCode::QkvRope, b2, pro), layers);
+  EXPECT_EQ(count_folded(f2, OpCode::InputNorm, b2, pro), 0);
+}
+
+// The chain launches no kernel for a folded op (its tile graph has no task of it) and pays
+// CostModel::overlap_serial_op_us per kernel it launches; one chain candidate per distinct set
+// of folded ops (four at llama3.2-1b batch 1: norms and RoPE each on or off, the SwiGLU always in
+// the epilogue; one at batch 8, where nothing folds).
+TEST(Planner, ChainLaunchesNoKernelForAFold) {
+  const ModelConfig cfg = preset_config("llama3.2-1b");
+  const OpGraph g = build_decode_graph(cfg, "llama3.2-1b", 1, 32);
+  CostModel cost;
+  const std::vector<double> extra(g.ops.size(), 0.0);
+  const int last = static_cast<int>(g.ops.size()) - 1;
+  const TileGraph t = build_tile_graph(g, {{0, last, Backend::PdlChain, 132, CHAIN_FOLD_ALL}},
+                                       Policy::Serial, 0, cost, extra, false);
+  const std::vector<char> folded = chain_folded_ops(g, CHAIN_FOLD_ALL, cost);
+  std::vector<int> tasks(g.ops.size(), 0);
+  for (const TileTask& k : t.tasks)
+    if (!k.join) ++tasks[k.op];
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    EXPECT_EQ(tasks[i] == 0, folded[i] != 0) << g.ops[i].name << " " << g.ops[i].layer;
+
+  PlanOptions chain_only;
+  chain_only.backends = {Backend::Conventional};
+  chain_only.step_backends = {Backend::PdlChain};
+  auto chains = [&](const OpGraph& graph, const CostModel& c) {
+    std::vector<Candidate> out;
+    for (const Candidate& cand : plan(graph, ServiceTable(), chain_only, c).ranked)
+      if (cand.regions.size() == 1 && cand.regions[0].backend == Backend::PdlChain)
+        out.push_back(cand);
+    return out;
+  };
+  const std::vector<Candidate> c1 = chains(g, cost);
+  ASSERT_EQ(c1.size(), 4u);
+  for (const Candidate& c : c1) EXPECT_TRUE(c.regions[0].folds & CHAIN_FOLD_SILU) << c.label;
+  // Every fold removes a boundary: the most folds predict the fastest chain.
+  EXPECT_EQ(c1.front().regions[0].folds, static_cast<uint32_t>(CHAIN_FOLD_ALL));
+  const std::vector<Candidate> c8 = chains(build_decode_graph(cfg, "llama3.2-1b", 8, 32), cost);
+  ASSERT_EQ(c8.size(), 1u);
+  EXPECT_EQ(c8[0].label, "step pdl_chain folds norms+silu+rope serial");
+
+  CostModel serial = cost;
+  serial.overlap_serial_op_us = 2.0;
+  const std::vector<Candidate> cs = chains(g, serial);
+  ASSERT_EQ(cs.size(), c1.size());
+  for (const Candidate& c : cs) {
+    const auto same =
+        std::find_if(c1.begin(), c1.end(), [&](const Candidate& b) { return b.label == c.label; });
+    ASSERT_NE(same, c1.end());
+    const std::vector<char> f = chain_folded_ops(g, c.regions[0].folds, cost);
+    EXPECT_NEAR(c.predicted_us - same->predicted_us,
+                2.0 * static_cast<double>(std::count(f.begin(), f.end(), 0)), 1e-6)
+        << c.label;
+  }
 }
 
 // The decode-graph prefill against the layer prefill, analytically: a step plan whose candidates

@@ -347,13 +347,18 @@ namespace {
 const std::string PROFILE_1B =
     std::string(MEGAOPS_SOURCE_DIR) + "/bench/results/2026-11-29-70bc941/profile_llama3.2-1b.json";
 
-// `plan` ranks every composition but picks only what today's executors run: a serial composition
-// of conventional and overlap regions (decode), written as a plan (graph/plan.h).
+// `plan` ranks every composition and the whole-step backends but picks only what today's
+// executors run: a serial composition of conventional and overlap regions, conventional + PDL or
+// the PDL chain with a set of folds (decode), written as a plan (graph/plan.h). At llama3.2-1b
+// batch 1 it picks the chain with every fold, the fastest step measured there; its pool holds
+// the other chains, conventional + PDL and the baseline, each a plan `bench --plan` takes.
 TEST(Cli, PlanPicksARunnableCandidateAndWritesJson) {
-  const fs::path out =
-      fs::path(::testing::TempDir()) / ("megaops-plan-" + std::to_string(getpid()) + ".json");
-  const Result r = run_cli("plan --preset llama3.2-1b --batch 1 --profile " + PROFILE_1B +
-                           " --top 3 --out " + out.string());
+  const std::string tag = std::to_string(getpid());
+  const fs::path out = fs::path(::testing::TempDir()) / ("megaops-plan-" + tag + ".json");
+  const fs::path pool = fs::path(::testing::TempDir()) / ("megaops-plan-pool-" + tag + ".json");
+  const Result r =
+      run_cli("plan --preset llama3.2-1b --batch 1 --profile " + PROFILE_1B + " --top 3 --out " +
+              out.string() + " --pool 8 --pool-out " + pool.string());
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("pick: rank"), std::string::npos) << r.out;
   std::ifstream f(out);
@@ -367,15 +372,31 @@ TEST(Cli, PlanPicksARunnableCandidateAndWritesJson) {
             std::string::npos)
       << j;
   const nlohmann::json& d = j["decode"];
-  EXPECT_TRUE(d["backend"] == "conventional" || d["backend"] == "overlap") << d;
-  EXPECT_FALSE(d["pdl"].get<bool>());  // as the profiles were measured
-  if (d["backend"] == "overlap") {
-    ASSERT_FALSE(d["regions"].empty());
-    EXPECT_EQ(d["regions"][0]["first_op"], "embedding");
-  } else {
-    EXPECT_TRUE(d["regions"].empty());
+  EXPECT_EQ(d["backend"], "pdl_chain") << d;
+  EXPECT_EQ(d["overlap_streams"], 1) << d;
+  EXPECT_TRUE(d["folds"]["norms"].get<bool>() && d["folds"]["silu"].get<bool>() &&
+              d["folds"]["rope"].get<bool>())
+      << d;
+  EXPECT_TRUE(d["regions"].empty());
+  std::ifstream pf(pool);
+  const nlohmann::json arr = nlohmann::json::parse(pf);
+  int chains = 0, pdl = 0, plain = 0;
+  for (const auto& e : arr) {
+    const nlohmann::json& p = e["plan"]["decode"];
+    chains += p["backend"] == "pdl_chain";
+    pdl += p["backend"] == "conventional" && p["pdl"].get<bool>();
+    plain += p["backend"] == "conventional" && !p["pdl"].get<bool>() && p["regions"].empty();
+    const fs::path one = fs::path(::testing::TempDir()) / ("megaops-plan-one-" + tag + ".json");
+    std::ofstream(one) << e["plan"].dump();
+    const Result b = run_cli("bench --plan " + one.string());
+    EXPECT_EQ(b.out.find(one.string() + ":"), std::string::npos) << b.out;  // not a plan error
+    fs::remove(one);
   }
+  EXPECT_EQ(chains, 4) << arr;  // norms and RoPE each on or off; SwiGLU in gate_up's epilogue
+  EXPECT_EQ(pdl, 1) << arr;
+  EXPECT_EQ(plain, 1) << arr;  // the baseline
   fs::remove(out);
+  fs::remove(pool);
 }
 
 // --objective ttft: the layer prefill against the prompt rows replayed through each runnable
@@ -440,6 +461,14 @@ TEST(Cli, PlanWithMissingProfile) {
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_EQ(count_lines(r.out), 1) << r.out;
   EXPECT_NE(r.out.find("/nonexistent/profile.json"), std::string::npos) << r.out;
+}
+
+// The cost model's PDL figures are overridable, within 0..100 us: anything else is one error line
+// naming the option.
+TEST(Cli, PlanBadCostOptions) {
+  expect_each_bad_option("plan --preset llama3.2-1b", {{"--pdl-wait-us 101", "--pdl-wait-us"},
+                                                       {"--pdl-launch-us 1e9", "--pdl-launch-us"},
+                                                       {"--pdl-wait-us -0.5", "--pdl-wait-us"}});
 }
 
 }  // namespace
