@@ -18,6 +18,8 @@
 #include <memory>
 
 #include "core/error.h"
+#include "graph/plan.h"
+#include "io/text_file.h"
 #include "io/tokenizer_files.h"
 #include "models/checkpoint.h"
 #include "reference/model.h"
@@ -30,8 +32,6 @@
 #include <filesystem>
 
 #include "cuda_ops.h"
-#include "graph/plan.h"
-#include "io/text_file.h"
 #include "models/model_config.h"
 #include "models/step_graph.h"
 #include "runtime/conventional.h"
@@ -70,7 +70,8 @@ nlohmann::ordered_json to_json(nb::handle obj) {
 
 class Model {
  public:
-  Model(const std::string& path, const std::string& device, int max_context)
+  Model(const std::string& path, const std::string& device, int max_context,
+        const std::string& plan_file)
       : text_(CheckpointText::open(path)), ckpt_(Checkpoint::open(path)) {
     if (device != "auto" && device != "cpu" && device != "cuda")
       throw InputError("device: expected auto, cpu or cuda, found '" + device + "'");
@@ -78,6 +79,14 @@ class Model {
       throw InputError("device: cuda asked for, but this build or machine has no CUDA device");
     cpu_ = device == "cpu";
     max_context_ = std::min(max_context, ckpt_.config().max_position_embeddings);
+    if (plan_file.empty()) {
+      plan_ = default_plan(1);
+      plan_origin_ = plan_.source;
+    } else {
+      plan_ = parse_plan(read_text_file(plan_file), plan_file);
+      check_plan_runnable(plan_, plan_file);
+      plan_origin_ = plan_file;
+    }
   }
 
   std::vector<int> encode(const std::string& s, bool add_special_tokens) const {
@@ -104,7 +113,7 @@ class Model {
     if (ids.empty()) throw InputError("prompt: empty");
     const cli::SamplingOptions s =
         cli::resolve_sampling(text_.generation(), temperature, top_k, top_p, seed);
-    auto gen = cli::make_token_generator(ckpt_, cpu_, s, max_context_);
+    auto gen = cli::make_token_generator(ckpt_, cpu_, s, max_context_, plan_, plan_origin_);
     cli::StreamLimits limits;
     limits.max_new_tokens = max_new_tokens;
     limits.stop = stop;
@@ -184,6 +193,8 @@ class Model {
   Checkpoint ckpt_;
   bool cpu_ = false;
   int max_context_ = 4096;
+  Plan plan_;                // what generate() runs on the GPU
+  std::string plan_origin_;  // the plan file, or the default plan's source
   std::unique_ptr<ref::Weights> weights_;
   std::unique_ptr<ref::Model> oracle_;
 };
@@ -337,6 +348,7 @@ class PyExecutor {
       label = plan_.source;
     } else {
       plan_ = parse_plan(read_text_file(plan_file), plan_file);
+      check_plan_runnable(plan_, plan_file);
       label = plan_file;
     }
     plan_line_ = label + " (" + describe(plan_) + ")";
@@ -483,9 +495,12 @@ NB_MODULE(_megaops, m) {
     }
   });
   nb::class_<Model>(m, "Model")
-      .def(nb::init<const std::string&, const std::string&, int>(), nb::arg("path"),
-           nb::arg("device") = "auto", nb::arg("max_context") = 4096,
-           "Loads a Hugging Face checkpoint directory (weights, tokenizer, chat template).")
+      .def(nb::init<const std::string&, const std::string&, int, const std::string&>(),
+           nb::arg("path"), nb::arg("device") = "auto", nb::arg("max_context") = 4096,
+           nb::arg("plan") = "",
+           "Loads a Hugging Face checkpoint directory (weights, tokenizer, chat template). "
+           "generate() runs `plan` on the GPU (a megaops-plan JSON file; default: the fastest "
+           "measured plan for one sequence, as the CLI picks).")
       .def("encode", &Model::encode, nb::arg("text"), nb::arg("add_special_tokens") = true)
       .def("decode", &Model::decode, nb::arg("ids"), nb::arg("skip_special_tokens") = false)
       .def("apply_chat_template", &Model::apply_chat_template, nb::arg("messages"),

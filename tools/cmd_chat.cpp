@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "plan_flags.h"
 #include "text_session.h"
 
 namespace megaops::cli {
@@ -24,6 +25,7 @@ struct ChatOpts {
   int top_k = -1;
   uint64_t seed = 0;
   bool cpu = false, ignore_eos = false, quiet = false;
+  std::string plan_file;  // --plan
 };
 
 }  // namespace
@@ -46,7 +48,8 @@ Runner add_chat(CLI::App& app) {
   app.add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-sequence tokens");
   app.add_flag("--cpu", o->cpu, "run on the fp32 CPU oracle even if a GPU is present");
   app.add_flag("--quiet", o->quiet, "no prompt marker and no summary lines");
-  return [o]() {
+  add_plan_option(app, o->plan_file);
+  return [o, &app]() {
     if (o->max_new_tokens < 1)
       throw_input_error("--max-new-tokens", "",
                         "expected >= 1, found " + std::to_string(o->max_new_tokens));
@@ -61,6 +64,11 @@ Runner add_chat(CLI::App& app) {
         throw_input_error("--chat-template-kwargs", "",
                           "expected a JSON object, found '" + o->template_kwargs + "'");
     }
+    if (o->cpu && !o->plan_file.empty())
+      throw_input_error("--plan", "",
+                        "cannot be combined with --cpu (the CPU oracle runs no plan)");
+    // The plan file is read and checked on every machine, before the model loads.
+    const PlanChoice plan = choose_plan(app, o->plan_file, 1);
     const CheckpointText text = CheckpointText::open(o->model);
     if (!text.has_chat_template())
       throw_input_error(o->model + "/tokenizer_config.json", "chat_template",
@@ -71,7 +79,10 @@ Runner add_chat(CLI::App& app) {
       throw_input_error("--max-context", "", "expected >= 2, found " + std::to_string(max_context));
     const SamplingOptions sampling =
         resolve_sampling(text.generation(), o->temperature, o->top_k, o->top_p, o->seed);
-    std::unique_ptr<TokenGenerator> gen = make_token_generator(ckpt, o->cpu, sampling, max_context);
+    std::unique_ptr<TokenGenerator> gen =
+        make_token_generator(ckpt, o->cpu, sampling, max_context, plan.plan, plan.label);
+    if (plan.kind == PlanKind::File && !gpu_available())
+      print_plan_line(plan, ", not run: the CPU oracle runs no plan");
     if (!o->quiet)
       std::fprintf(stderr, "chat: %s on the %s; /reset starts over, /exit or end of input ends\n",
                    o->model.c_str(), gen->backend());

@@ -5,7 +5,8 @@
 // relative error must be within max(--tolerance, --bf16-factor x HF-bf16's worst error against its
 // fp32 run); without them, within --tolerance. Our greedy token must equal the reference's
 // wherever the reference's top-2 margin is wider than --tolerance (a fixed margin: the bf16-derived
-// bound of a deep model can exceed every margin and would compare no token at all).
+// bound of a deep model can exceed every margin and would compare no token at all). The step runs
+// a plan as generate's does (--plan FILE, the step flags, or the default plan for one sequence).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "core/run_options.h"
 #include "io/safetensors.h"
 #include "models/checkpoint.h"
+#include "plan_flags.h"
 #include "reference/ops.h"
 #include "runtime_flags.h"
 
@@ -31,6 +33,7 @@ namespace {
 
 struct Opts {
   std::string model, expected, json_out, prefill = "layers";
+  std::string plan_file;  // --plan
   double tol = 2e-2, bf16_factor = 1.25;
   bool pdl = false;
   RuntimeFlags runtime;
@@ -113,7 +116,7 @@ Reference read_reference(const std::string& path, int vocab) {
   return r;
 }
 
-int run_check(const Opts& o, PrefillPath prefill_path) {
+int run_check(const Opts& o, PrefillPath prefill_path, PlanChoice plan) {
   const Checkpoint ckpt = Checkpoint::open(o.model);
   const int vocab = ckpt.config().vocab_size;
   const Reference ref = read_reference(o.expected, vocab);
@@ -128,10 +131,13 @@ int run_check(const Opts& o, PrefillPath prefill_path) {
                      ckpt.config().max_position_embeddings, o.model);
   eo.pdl = o.pdl;
   eo.prefill_path = prefill_path;
+  settle_plan(plan, eo);
   // The graph path replays at most max_batch rows: the whole prompt in one replay if it fits.
-  if (prefill_path == PrefillPath::DecodeGraph)
+  if (eo.prefill_path == PrefillPath::DecodeGraph)
     eo.max_batch = ttft_replays(static_cast<int>(ref.prompt.size())).replay_rows;
+  print_plan_line(plan);
   ConventionalExecutor ex(ckpt.config(), checkpoint_filler(ckpt), eo);
+  check_and_set_regions(plan, ex);
   ex.prefill({ref.prompt});
 
   // HF's own bf16 error against its fp32 run, per step and at worst: the yardstick.
@@ -190,6 +196,7 @@ int run_check(const Opts& o, PrefillPath prefill_path) {
       ok ? "PASS" : "FAIL");
   if (!o.json_out.empty()) {
     nlohmann::json j = {{"model", o.model},
+                        {"plan", nlohmann::json::parse(plan_to_json(plan.plan))},
                         {"tolerance", o.tol},
                         {"bound", bound},
                         {"worst_rel_error", std::isfinite(worst) ? worst : -1.0},
@@ -225,7 +232,8 @@ Runner add_check_logits(CLI::App& app) {
   app.add_option("--prefill", o->prefill,
                  "layers (default) or graph: the prompt as rows of the captured decode step");
   add_runtime_flags(app, o->runtime);
-  return [o]() -> int {
+  add_plan_option(app, o->plan_file);
+  return [o, &app]() -> int {
     if (!(o->tol > 0) || !std::isfinite(o->tol))
       throw_input_error("--tolerance", "",
                         "expected a finite value > 0, found " + std::to_string(o->tol));
@@ -234,8 +242,10 @@ Runner add_check_logits(CLI::App& app) {
                         "expected a finite value > 0, found " + std::to_string(o->bf16_factor));
     // The GPU's option, checked on builds without CUDA too.
     [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
+    // The plan file is read and checked on every machine, before the model loads.
+    [[maybe_unused]] const PlanChoice plan = choose_plan(app, o->plan_file, 1);
 #ifdef MEGAOPS_HAVE_CUDA
-    return run_check(*o, prefill_path);
+    return run_check(*o, prefill_path, plan);
 #else
     throw DeviceError("check-logits: this build has no CUDA support");
 #endif

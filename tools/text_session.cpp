@@ -16,6 +16,7 @@
 
 #include "models/step_graph.h"
 #include "runtime/conventional.h"
+#include "runtime/plan_options.h"
 #endif
 
 namespace megaops::cli {
@@ -83,24 +84,30 @@ class CpuGenerator : public TokenGenerator {
 #ifdef MEGAOPS_HAVE_CUDA
 class GpuGenerator : public TokenGenerator {
  public:
-  GpuGenerator(const Checkpoint& ckpt, const SamplingOptions& s, int max_context)
-      : ex_(ckpt.config(), checkpoint_filler(ckpt), options(s, max_context),
-            [&](size_t d, size_t t) { print_progress("loading weights", d, t); }) {}
+  GpuGenerator(const Checkpoint& ckpt, const SamplingOptions& s, int max_context, const Plan& plan,
+               const std::string& plan_origin)
+      : ex_(ckpt.config(), checkpoint_filler(ckpt), options(s, max_context, plan),
+            [&](size_t d, size_t t) { print_progress("loading weights", d, t); }),
+        backend_("GPU, " + describe(plan)) {
+    set_plan_regions(plan, plan_origin, ex_);
+  }
 
   int start(const std::vector<int>& prompt) override { return ex_.prefill({prompt})[0]; }
   int next() override { return ex_.decode_step()[0]; }
-  const char* backend() const override { return "GPU, conventional executor"; }
+  const char* backend() const override { return backend_.c_str(); }
 
  private:
-  static ExecutorOptions options(const SamplingOptions& s, int max_context) {
+  static ExecutorOptions options(const SamplingOptions& s, int max_context, const Plan& plan) {
     ExecutorOptions eo;
     eo.step_graph = build_step_graph;
+    apply_plan(plan, eo);
     eo.max_batch = 1;
     eo.max_seq = max_context;
     eo.sampling = {s.temperature, s.top_k, s.top_p, s.seed};
     return eo;
   }
   ConventionalExecutor ex_;
+  std::string backend_;
 };
 #endif
 
@@ -135,11 +142,15 @@ SamplingOptions resolve_sampling(const GenerationConfig& g, float temperature, i
 
 std::unique_ptr<TokenGenerator> make_token_generator(const Checkpoint& ckpt, bool cpu,
                                                      const SamplingOptions& sampling,
-                                                     int max_context) {
+                                                     int max_context, const Plan& plan,
+                                                     const std::string& plan_origin) {
 #ifdef MEGAOPS_HAVE_CUDA
-  if (!cpu && gpu_available()) return std::make_unique<GpuGenerator>(ckpt, sampling, max_context);
+  if (!cpu && gpu_available())
+    return std::make_unique<GpuGenerator>(ckpt, sampling, max_context, plan, plan_origin);
 #endif
   (void)cpu;
+  (void)plan;
+  (void)plan_origin;
   return std::make_unique<CpuGenerator>(ckpt, sampling, max_context);
 }
 

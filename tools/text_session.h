@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/plan.h"
 #include "io/tokenizer_files.h"
 #include "models/checkpoint.h"
 
@@ -42,11 +43,13 @@ class TokenGenerator {
   virtual const char* backend() const = 0;
 };
 
-// The GPU conventional executor when a GPU is there and `cpu` is false, else the CPU oracle.
+// The GPU executor running `plan` (graph/plan.h; its regions are checked against the executor's
+// ops, errors naming `plan_origin`) when a GPU is there and `cpu` is false, else the CPU oracle.
 // `max_context` bounds prompt + new tokens of every start().
 std::unique_ptr<TokenGenerator> make_token_generator(const Checkpoint& ckpt, bool cpu,
                                                      const SamplingOptions& sampling,
-                                                     int max_context);
+                                                     int max_context, const Plan& plan,
+                                                     const std::string& plan_origin);
 
 struct StreamLimits {
   int max_new_tokens = 256;

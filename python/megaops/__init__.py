@@ -19,9 +19,11 @@ from ._megaops import Executor, Model, cuda_ops, gpu_available, has_cuda, ops
 __all__ = ["Executor", "Model", "chat", "cuda_ops", "gpu_available", "has_cuda", "load", "ops"]
 
 
-def load(path, device="auto", max_context=4096):
-    """Loads a Hugging Face checkpoint directory; device is "auto", "cpu" or "cuda"."""
-    return Model(path, device, max_context)
+def load(path, device="auto", max_context=4096, plan=""):
+    """Loads a Hugging Face checkpoint directory; device is "auto", "cpu" or "cuda". On the GPU,
+    generation runs `plan` (a megaops-plan JSON file, e.g. from `megaops plan --out`; default: the
+    fastest measured plan for one sequence, as the CLI picks)."""
+    return Model(path, device, max_context, plan)
 
 
 def chat(model, messages, extra=None, **generate_options):

@@ -120,6 +120,19 @@ def test_bad_input_is_a_value_error(ckpt):
         megaops.load(os.path.dirname(ckpt))
 
 
+def test_plan_is_read_at_load(ckpt, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "megaops-plan", "version": 1,
+                               "decode": {"backend": "fast"}}))
+    with pytest.raises(ValueError, match=f"{bad}: decode.backend: expected conventional"):
+        megaops.load(ckpt, device="cpu", plan=str(bad))
+    chain = tmp_path / "chain.json"
+    chain.write_text(json.dumps({"format": "megaops-plan", "version": 1,
+                                 "decode": {"backend": "pdl_chain", "overlap_streams": 1}}))
+    m = megaops.load(ckpt, device="cpu", plan=str(chain))  # the CPU oracle runs no plan
+    assert len(m.generate("Hello", max_new_tokens=3, ignore_eos=True)["tokens"]) == 3
+
+
 def test_gpu_generation_matches_cli(ckpt):
     """On a machine with a CUDA device (a CUDA build): the module's GPU generation gives the CLI's
     GPU tokens. Skipped, saying so, without one."""

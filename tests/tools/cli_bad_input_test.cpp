@@ -304,7 +304,29 @@ TEST(CliBadPlan, OneErrorLineNamingFileAndField) {
     EXPECT_EQ(count_lines(r.out), 1) << cmd << ": " << r.out;
     EXPECT_NE(r.out.find(plan + ": decode.backend"), std::string::npos) << cmd << ": " << r.out;
   }
+  // chat and check-logits too, before the checkpoint or the reference is read.
+  for (const std::string cmd :
+       {"chat --model " + dir.string(),
+        "check-logits --model " + dir.string() + " --expected /nonexistent"}) {
+    const auto r = run_cli(cmd + " --plan " + plan + " < /dev/null");
+    EXPECT_EQ(r.status, 1) << cmd << ": " << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find(plan + ": decode.backend"), std::string::npos) << cmd << ": " << r.out;
+  }
   write_text(plan, ok);
+  {
+    const auto r =
+        run_cli("chat --model " + dir.string() + " --cpu --plan " + plan + " < /dev/null");
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_NE(r.out.find("--plan: cannot be combined with --cpu"), std::string::npos) << r.out;
+  }
+  {
+    const auto r = run_cli("check-logits --model " + dir.string() +
+                           " --expected /nonexistent --pdl --plan " + plan);
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_EQ(count_lines(r.out), 1) << r.out;
+    EXPECT_NE(r.out.find("--pdl: cannot be combined with --plan"), std::string::npos) << r.out;
+  }
   for (const auto& [cmd, flag] :
        std::vector<std::pair<std::string, std::string>>{{"bench", "--overlap-streams 1"},
                                                         {"profile", "--matmul-tune 1"},

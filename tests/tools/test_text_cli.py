@@ -107,6 +107,20 @@ def test_chat_answers_each_line(ckpt):
     assert len(summaries) == 2 and all("6 new tokens" in s for s in summaries)
 
 
+def test_chat_runs_a_plan(ckpt, tmp_path):
+    # The PDL chain on the GPU; without one the CPU oracle answers and says the plan did not run.
+    plan = tmp_path / "chain.json"
+    plan.write_text(json.dumps({"format": "megaops-plan", "version": 1,
+                                "decode": {"backend": "pdl_chain", "overlap_streams": 1}}))
+    out = run("chat", "--model", ckpt, "--max-new-tokens", "4", "--ignore-eos", "--plan", str(plan),
+              stdin=b"Hello\nAgain\n")
+    assert out.returncode == 0, out.stderr
+    err = out.stderr.decode()
+    summaries = [l for l in err.splitlines() if l.startswith("chat: prompt")]
+    assert len(summaries) == 2 and all("4 new tokens" in s for s in summaries)
+    assert ("GPU, pdl chain" in err) != ("not run: the CPU oracle runs no plan" in err), err
+
+
 def test_text_errors_are_one_line(ckpt, tmp_path):
     d = tmp_path / "notok"
     d.mkdir()
