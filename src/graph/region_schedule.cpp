@@ -186,19 +186,13 @@ void task_signals(const Op& op, int i, int64_t tile, const SemaphoreIds& ids,
 
 // The list schedule: returns the region-local task ids in global issue order and each one's CTA.
 void order_tasks(const OpGraph& g, int first_op, int num_ctas, const RegionDeps& d,
-                 const SemaphoreIds& ids, const RegionScheduleOptions& opt,
+                 const SemaphoreIds& ids, int32_t sems, const RegionScheduleOptions& opt,
                  std::vector<int64_t>& order, std::vector<int32_t>& cta_of) {
   const int count = static_cast<int>(d.op_row_sems.size());
   const int64_t total = d.op_base[count];
   std::vector<double> cost(count);
   for (int i = 0; i < count; ++i) cost[i] = region_tile_cost_us(g.ops[first_op + i], opt);
   // Per semaphore: tasks waiting on it, signals ordered so far, latest estimated finish.
-  int32_t sems = 0;
-  for (int i = 0; i < count; ++i) {
-    const Op& op = g.ops[first_op + i];
-    if (ids.row_base[i] >= 0) sems = std::max<int32_t>(sems, ids.row_base[i] + op.row_blocks());
-    if (ids.tile_base[i] >= 0) sems = std::max<int32_t>(sems, ids.tile_base[i] + op.num_tiles());
-  }
   std::vector<std::vector<std::pair<int64_t, int32_t>>> waiting(sems);
   std::vector<int32_t> ordered(sems, 0);
   std::vector<double> sem_finish(sems, 0.0);
@@ -242,8 +236,10 @@ void order_tasks(const OpGraph& g, int first_op, int num_ctas, const RegionDeps&
     for (int32_t sem : signals) {
       ++ordered[sem];
       sem_finish[sem] = std::max(sem_finish[sem], finish);
+      // Every wait on a semaphore is for all its signals of the step (a row block's col_tiles(),
+      // or a tile's 1): its waiters are released together by the last one.
+      if (waiting[sem].empty() || ordered[sem] != waiting[sem].front().second) continue;
       for (const auto& [waiter, target] : waiting[sem]) {
-        if (ordered[sem] != target) continue;
         if (--unmet[waiter] > 0) continue;
         double when = 0.0;
         for (int64_t w = d.begin[waiter]; w < d.begin[waiter + 1]; ++w)
@@ -314,7 +310,7 @@ RegionSchedule build_region_schedule(const OpGraph& g, int first_op, int last_op
   const SemaphoreIds ids = assign_semaphores(g, first_op, d, s);
   std::vector<int64_t> order;
   std::vector<int32_t> cta_of;
-  order_tasks(g, first_op, num_ctas, d, ids, opt, order, cta_of);
+  order_tasks(g, first_op, num_ctas, d, ids, s.num_semaphores, opt, order, cta_of);
 
   const int64_t total = static_cast<int64_t>(order.size());
   if (static_cast<int64_t>(d.waits.size()) > std::numeric_limits<int32_t>::max() / 2)

@@ -195,6 +195,11 @@ RegionCheckReport RegionScheduleChecker::run(const RegionCheckOptions& opt) cons
   std::mt19937_64 rng(opt.seed);
   std::uniform_real_distribution<double> duration(opt.min_task_us, opt.max_task_us);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::uniform_real_distribution<double> factor(opt.min_cost_factor, opt.max_cost_factor);
+  std::vector<double> cost;
+  if (opt.cost_durations)
+    for (int op = s_.first_op; op <= s_.last_op; ++op)
+      cost.push_back(region_tile_cost_us(g_.ops[op], RegionScheduleOptions{}));
 
   const int32_t ctas = s_.num_ctas;
   std::vector<int64_t> count(s_.num_semaphores, 0);
@@ -246,7 +251,7 @@ RegionCheckReport RegionScheduleChecker::run(const RegionCheckOptions& opt) cons
                    (same_rows ? " in row block " + std::to_string(rb) : ""));
       break;
     }
-    double d = duration(rng);
+    double d = opt.cost_durations ? cost[wi] * factor(rng) : duration(rng);
     if (unit(rng) < opt.stall_probability) d += opt.stall_us;
     running[c] = task;
     events.push({now + d, rng(), c});

@@ -56,6 +56,11 @@ struct RegionCheckOptions {
   double max_task_us = 5.0;
   double stall_probability = 0.05;
   double stall_us = 100.0;
+  // Instead: the tile's estimated cost (region_tile_cost_us under the default cost model) times
+  // a factor uniform in [min_cost_factor, max_cost_factor], stalls as above. Makespans then
+  // compare assignments.
+  bool cost_durations = false;
+  double min_cost_factor = 0.8, max_cost_factor = 1.25;
   int max_faults = 16;  // faults kept per kind beyond which they are only counted
 };
 

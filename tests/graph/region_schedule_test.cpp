@@ -227,6 +227,35 @@ TEST(RegionSchedule, IssueOrderIsTopologicalAndCtaListsIncrease) {
   }
 }
 
+TEST(RegionSchedule, AssignmentKeepsCtasBusy) {
+  // With durations from the cost model (+-25%, no stalls), a layer on 7 CTAs finishes close to
+  // its work divided by 7, and the earliest-free assignment is no worse than round-robin.
+  const OpGraph g = decode("llama3.2-1b", 1);
+  const auto [a, b] = layer_ops(g, 3, 3);
+  double work = 0;
+  for (int i = a; i <= b; ++i)
+    work += g.ops[i].num_tiles() * region_tile_cost_us(g.ops[i], RegionScheduleOptions{});
+  std::map<RegionAssign, double> makespan;
+  for (RegionAssign assign : {RegionAssign::EarliestFree, RegionAssign::RoundRobin}) {
+    RegionScheduleOptions opt;
+    opt.assign = assign;
+    const RegionSchedule s = build_region_schedule(g, a, b, 7, RESIDENT, opt);
+    const RegionScheduleChecker checker(g, s);
+    for (int seed = 0; seed < 20; ++seed) {
+      RegionCheckOptions run;
+      run.seed = seed;
+      run.stall_probability = 0;
+      run.cost_durations = true;
+      const RegionCheckReport r = checker.run(run);
+      ASSERT_TRUE(r.ok()) << r.summary();
+      makespan[assign] += r.makespan_us / 20;
+    }
+  }
+  const double mean_factor = (0.8 + 1.25) / 2;
+  EXPECT_LT(makespan[RegionAssign::EarliestFree], 1.15 * work * mean_factor / 7);
+  EXPECT_LE(makespan[RegionAssign::EarliestFree], 1.01 * makespan[RegionAssign::RoundRobin]);
+}
+
 // ---- corrupted schedules: the checker must fail them ----
 
 // The schedule with tasks i and j exchanged in the issue order (the CTA lists keep their
