@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/matmul_dispatch.h"
 
 namespace megaops {
 
@@ -183,6 +184,11 @@ std::vector<int64_t> input_tiles(const OpGraph& g, int consumer, int input_index
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+bool is_vendor_gemm(const Op& op, bool pdl) {
+  return op.kind == OpKind::Matmul &&
+         matmul_dispatch_path(op.m, op.n, op.k, pdl) == MatmulPath::CublasLt;
 }
 
 }  // namespace megaops

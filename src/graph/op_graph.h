@@ -162,6 +162,11 @@ struct StepRequest {
 // executors are handed, so they run the graph without depending on how a model is described.
 using StepGraphBuilder = OpGraph (*)(const ModelConfig& cfg, const StepRequest& req);
 
+// Whether the executors run `op` as a vendor (cuBLASLt) GEMM: a matmul the default dispatch
+// (core/matmul_dispatch.h, launched with PDL or not) puts on cuBLASLt. Such an op cannot take part
+// in tile synchronisation: an overlap region waits around it, a persistent region ends before it.
+bool is_vendor_gemm(const Op& op, bool pdl = false);
+
 // Throws InputError naming the op unless every op of `g` has a code in `known` (an executor checks
 // the graph it is handed before it runs it).
 void check_op_codes(const OpGraph& g, const std::vector<OpCode>& known, const std::string& who);

@@ -9,7 +9,6 @@
 #include <tuple>
 
 #include "core/error.h"
-#include "core/matmul_dispatch.h"
 
 namespace megaops {
 
@@ -58,8 +57,7 @@ void check_request(const OpGraph& g, int first_op, int last_op, int num_ctas, in
   int64_t tasks = 0;
   for (int i = first_op; i <= last_op; ++i) {
     const Op& op = g.ops[i];
-    const bool vendor =
-        opt.is_vendor_gemm ? opt.is_vendor_gemm(op) : region_default_vendor_gemm(op);
+    const bool vendor = opt.is_vendor_gemm ? opt.is_vendor_gemm(op) : is_vendor_gemm(op);
     if (vendor)
       throw_input_error(WHERE, op_label(g, i),
                         "expected an op that runs inside a persistent region, found a vendor "
@@ -283,11 +281,6 @@ void assert_region_waits_precede(const RegionSchedule& s) {
              " to reach " + std::to_string(s.wait_target[k]) + ", signalled " +
              std::to_string(signals[sem]) + " times, last by task " + std::to_string(last[sem]));
     }
-}
-
-bool region_default_vendor_gemm(const Op& op) {
-  return op.kind == OpKind::Matmul &&
-         matmul_dispatch_path(op.m, op.n, op.k) == MatmulPath::CublasLt;
 }
 
 double region_tile_cost_us(const Op& op, const RegionScheduleOptions& opt) {

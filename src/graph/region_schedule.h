@@ -42,7 +42,7 @@
 //
 // Vendor GEMMs (cuBLASLt) cannot run inside a region (they are whole launches of their own): a
 // region must end before one. The builder refuses a range that holds one, by a predicate whose
-// default is the executors' dispatch rule (core/matmul_dispatch.h, the planner's is_vendor_gemm).
+// default is the executors' dispatch rule (is_vendor_gemm, graph/op_graph.h).
 #pragma once
 
 #include <cstdint>
@@ -53,10 +53,6 @@
 
 namespace megaops {
 
-// Whether the executors run `op` as a vendor (cuBLASLt) GEMM: a matmul the default dispatch
-// (matmul_dispatch_path) sends to cuBLASLt.
-bool region_default_vendor_gemm(const Op& op);
-
 enum class RegionAssign { EarliestFree, RoundRobin };
 
 struct RegionScheduleOptions {
@@ -66,7 +62,7 @@ struct RegionScheduleOptions {
   double cta_bytes_per_us = 35e3;
   double cta_flops_per_us = 6e6;
   double task_overhead_us = 0.5;
-  // Ops that cannot run inside a region; null means region_default_vendor_gemm.
+  // Ops that cannot run inside a region; null means is_vendor_gemm (graph/op_graph.h).
   std::function<bool(const Op&)> is_vendor_gemm;
 };
 

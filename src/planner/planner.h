@@ -223,10 +223,6 @@ TtftPlan rank_ttft(const PlanResult& step, double layers_us, TtftReplays replays
 // executor_supports}.
 std::string plan_json(const PlanResult& r, const OpGraph& g, int index);
 
-// Whether the executors run this op as a vendor (cuBLASLt) GEMM: a matmul the default dispatch
-// (core/matmul_dispatch.h, launched with PDL or not) puts on cuBLASLt.
-bool is_vendor_gemm(const Op& op, bool pdl = false);
-
 // Per op of `g`: FOLD_INTO_CONSUMER_PROLOGUE or FOLD_INTO_PRODUCER_EPILOGUE where the PDL chain
 // with `folds` launches nothing for it because the kernel after or before it computes it, else 0,
 // as the executor decides (runtime/overlap_ops.cu, pdl_chain.cu): a norm before a matmul

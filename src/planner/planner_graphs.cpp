@@ -43,11 +43,6 @@ RegionGraph single_op_groups(const OpGraph& g) {
   return rg;
 }
 
-bool is_vendor_gemm(const Op& op, bool pdl) {
-  return op.kind == OpKind::Matmul &&
-         matmul_dispatch_path(op.m, op.n, op.k, pdl) == MatmulPath::CublasLt;
-}
-
 namespace {
 
 // Whether op i is a matmul on the streaming kernel under PDL (the only kernel the chain folds
@@ -98,6 +93,62 @@ std::vector<char> chain_folded_ops(const OpGraph& g, uint32_t folds, const CostM
   }
   return out;
 }
+
+namespace {
+
+// What a fold adds to each tile of the kernel that computes the folded op: a prologue fold of a
+// norm or SiLU·mul reads (and computes) the whole row in every tile, RoPE only the tile's own
+// head; a SiLU·mul in the epilogue writes the activation instead of gate|up.
+struct FoldLoad {
+  double bytes = 0, flops = 0, out_bytes = 0;
+};
+FoldLoad fold_load(const OpGraph& g, const Region& r, const std::vector<char>& folded, int oi,
+                   double frac) {
+  FoldLoad f;
+  f.out_bytes = static_cast<double>(g.ops[oi].act_out_bytes);
+  if (oi > r.first_op && folded[oi - 1] == FOLD_INTO_CONSUMER_PROLOGUE) {
+    const Op& p = g.ops[oi - 1];
+    const double share = p.code == OpCode::QkvRope ? frac : 1.0;
+    f.bytes = static_cast<double>(p.act_in_bytes + p.weight_bytes) * share;
+    f.flops = p.flops * share;
+  }
+  if (oi < r.last_op && folded[oi + 1] == FOLD_INTO_PRODUCER_EPILOGUE)
+    f.out_bytes = static_cast<double>(g.ops[oi + 1].act_out_bytes);
+  return f;
+}
+
+// Tile k of op oi waits for the producer tiles it reads (a whole row block through its row join,
+// the whole output, or the tiles input_tiles names), or, under per-tensor waits, for each
+// in-region producer's `tensor_ready` join.
+void add_data_deps(const OpGraph& g, const TileGraph& t,
+                   const std::vector<std::vector<int>>& row_join,
+                   const std::map<int, int>* tensor_ready, int region_first, int oi, int64_t k,
+                   TileTask& task) {
+  const Op& op = g.ops[oi];
+  const int64_t rb = k / op.col_tiles();
+  for (int ii = 0; ii < static_cast<int>(op.inputs.size()); ++ii) {
+    const OpInput& in = op.inputs[ii];
+    if (t.op_first_tile[in.producer] < 0) continue;  // produced before this graph
+    if (tensor_ready && in.producer >= region_first) {
+      task.data_deps.push_back(tensor_ready->at(in.producer));
+      continue;
+    }
+    switch (in.pattern) {
+      case ReadPattern::AllFoldable:
+      case ReadPattern::AllRow:
+        task.data_deps.push_back(row_join[in.producer][producer_row_block(g, oi, ii, rb)]);
+        break;
+      case ReadPattern::Whole:
+        task.data_deps.push_back(t.op_done[in.producer]);
+        break;
+      default:
+        for (int64_t pt : input_tiles(g, oi, ii, k))
+          task.data_deps.push_back(t.op_first_tile[in.producer] + static_cast<int>(pt));
+    }
+  }
+}
+
+}  // namespace
 
 TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions, Policy policy,
                            int split, const CostModel& cost, const std::vector<double>& extra,
@@ -197,56 +248,24 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
             after.push_back(t.op_done[in.producer]);
         launch = join(std::move(after), cost.launch_us);
       }
-      // What a fold adds to each tile of the kernel that computes the folded op: a prologue fold
-      // of a norm or SiLU·mul reads (and computes) the whole row in every tile, RoPE only the
-      // tile's own head; a SiLU·mul in the epilogue writes the activation instead of gate|up.
-      double fold_bytes = 0, fold_flops = 0, out_bytes = static_cast<double>(op.act_out_bytes);
-      if (oi > r.first_op && folded[oi - 1] == FOLD_INTO_CONSUMER_PROLOGUE) {
-        const Op& f = g.ops[oi - 1];
-        const double share = f.code == OpCode::QkvRope ? frac : 1.0;
-        fold_bytes = static_cast<double>(f.act_in_bytes + f.weight_bytes) * share;
-        fold_flops = f.flops * share;
-      }
-      if (oi < r.last_op && folded[oi + 1] == FOLD_INTO_PRODUCER_EPILOGUE)
-        out_bytes = static_cast<double>(g.ops[oi + 1].act_out_bytes);
+      const FoldLoad fold = fold_load(g, r, folded, oi, frac);
       t.op_first_tile[oi] = static_cast<int>(t.tasks.size());
       for (int64_t k = 0; k < tiles; ++k) {
         TileTask task;
         task.op = oi;
         task.pool = pool;
         // Partial last tiles are charged like full ones: the tile count is what matters here.
-        task.compute_us = (op.flops * frac + fold_flops) / cost.machine.worker_flops_per_us +
+        task.compute_us = (op.flops * frac + fold.flops) / cost.machine.worker_flops_per_us +
                           extra[oi] + (vendor ? 0.0 : tile_extra);
         task.weight_bytes = static_cast<double>(op.weight_bytes + op.kv_bytes) * frac;
-        task.input_bytes = static_cast<double>(op.act_in_bytes) * frac + fold_bytes;
-        task.output_bytes = out_bytes * frac;
+        task.input_bytes = static_cast<double>(op.act_in_bytes) * frac + fold.bytes;
+        task.output_bytes = fold.out_bytes * frac;
         task.launch_deps = {launch};
-        if (wait >= 0) {  // PDL: griddepcontrol.wait covers every input (the chain of grids)
+        if (wait >= 0)  // PDL: griddepcontrol.wait covers every input (the chain of grids)
           task.data_deps = {wait};
-          t.tasks.push_back(std::move(task));
-          continue;
-        }
-        const int64_t rb = k / op.col_tiles();
-        for (int ii = 0; ii < static_cast<int>(op.inputs.size()); ++ii) {
-          const OpInput& in = op.inputs[ii];
-          if (t.op_first_tile[in.producer] < 0) continue;  // produced before this graph
-          if (tensor_waits && in.producer >= r.first_op) {
-            task.data_deps.push_back(tensor_ready.at(in.producer));
-            continue;
-          }
-          switch (in.pattern) {
-            case ReadPattern::AllFoldable:
-            case ReadPattern::AllRow:
-              task.data_deps.push_back(row_join[in.producer][producer_row_block(g, oi, ii, rb)]);
-              break;
-            case ReadPattern::Whole:
-              task.data_deps.push_back(t.op_done[in.producer]);
-              break;
-            default:
-              for (int64_t pt : input_tiles(g, oi, ii, k))
-                task.data_deps.push_back(t.op_first_tile[in.producer] + static_cast<int>(pt));
-          }
-        }
+        else
+          add_data_deps(g, t, row_join, tensor_waits ? &tensor_ready : nullptr, r.first_op, oi, k,
+                        task);
         t.tasks.push_back(std::move(task));
       }
       const int first = t.op_first_tile[oi];

@@ -75,12 +75,12 @@ TEST(RegionSchedule, VendorGemmRuleMatchesTheDispatch) {
   // Decode at batch 1 streams every matmul through megaops' own kernels; a long prefill runs
   // its matmuls on cuBLASLt; an 8-token one keeps them on the small-m kernel.
   const OpGraph d = decode("llama3.2-1b", 1);
-  for (const Op& op : d.ops) EXPECT_FALSE(region_default_vendor_gemm(op)) << op.name;
+  for (const Op& op : d.ops) EXPECT_FALSE(is_vendor_gemm(op)) << op.name;
   const OpGraph p = prefill("llama3.2-1b", 256, 0);
-  EXPECT_TRUE(region_default_vendor_gemm(p.ops[find_op(p, "qkv_proj", 0)]));
-  EXPECT_FALSE(region_default_vendor_gemm(p.ops[find_op(p, "prefill_attention", 0)]));
+  EXPECT_TRUE(is_vendor_gemm(p.ops[find_op(p, "qkv_proj", 0)]));
+  EXPECT_FALSE(is_vendor_gemm(p.ops[find_op(p, "prefill_attention", 0)]));
   const OpGraph small = prefill("tiny-llama3", 8, 0, 2);
-  for (const Op& op : small.ops) EXPECT_FALSE(region_default_vendor_gemm(op)) << op.name;
+  for (const Op& op : small.ops) EXPECT_FALSE(is_vendor_gemm(op)) << op.name;
 }
 
 TEST(RegionSchedule, OneOpRegions) {
