@@ -118,8 +118,8 @@ std::string tile_graph_json(const OpGraph& g, const TileGraph& t, const TileSimR
                      {"weight_bytes", k.weight_bytes},
                      {"input_bytes", k.input_bytes},
                      {"output_bytes", k.output_bytes},
-                     {"launch_deps", k.launch_deps},
-                     {"data_deps", k.data_deps},
+                     {"launch_deps", k.launch_deps.to_vector()},
+                     {"data_deps", k.data_deps.to_vector()},
                      {"start_us", r.start_us[i]},
                      {"finish_us", r.finish_us[i]}});
   }

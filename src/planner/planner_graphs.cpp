@@ -158,6 +158,11 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
   t.pool_workers = policy == Policy::FixedSplit ? std::vector<int>{split, workers - split}
                                                 : std::vector<int>{workers};
   const int nops = static_cast<int>(g.ops.size());
+  size_t expect = 2 * regions.size() + 1;  // tiles, row joins, op joins, launch joins, region joins
+  for (const Region& r : regions)
+    for (int oi = r.first_op; oi <= r.last_op; ++oi)
+      expect += static_cast<size_t>(g.ops[oi].num_tiles() + g.ops[oi].row_blocks() + 4);
+  t.tasks.reserve(expect);
   t.op_first_tile.assign(nops, -1);
   t.op_done.assign(nops, -1);
   std::vector<std::vector<int>> row_join(nops);

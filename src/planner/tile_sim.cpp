@@ -158,8 +158,14 @@ TileSimResult simulate_tiles(const std::vector<TileTask>& tasks,
               "expected an earlier task (topological order), found " + std::to_string(d));
   }
   Sim s(tasks, machine);
+  {
+    std::vector<Event> heap;
+    heap.reserve(2 * static_cast<size_t>(n));
+    s.events = decltype(s.events)(std::greater<Event>(), std::move(heap));
+  }
   s.free_workers = pool_workers;
   s.pool_tasks.resize(pool_workers.size());
+  for (std::vector<int>& q : s.pool_tasks) q.reserve(static_cast<size_t>(n));
   s.next_issue.assign(pool_workers.size(), 0);
   s.is_launchable.assign(n, 0);
   for (int i = 0; i < n; ++i)
