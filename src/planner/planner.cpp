@@ -9,6 +9,7 @@
 #include "planner/planner.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -352,14 +353,32 @@ struct Planner {
     }
   }
 
-  double corunning(const Template& t, Policy policy, int split, SimCount* count) const {
-    auto run = [&](const Truncated& tr) {
-      return simulate(tr.graph, expand(tr.rg, t, policy, split), policy, split, tr.extra, false,
-                      count);
-    };
-    if (corun_graphs.size() == 1) return run(corun_graphs[0]);
-    const double t1 = run(corun_graphs[0]), t2 = run(corun_graphs[1]);
-    return t2 + (rg.repeats - 2) * (t2 - t1);
+  // One co-running simulation: template `t` under `policy` on truncated graph `graph`.
+  struct CorunJob {
+    int graph = 0;
+    const Template* t = nullptr;
+    Policy policy = Policy::Serial;
+    int split = 0;
+    double us = 0;
+  };
+  double run_corunning(const CorunJob& j, SimCount* count) const {
+    const Truncated& tr = corun_graphs[j.graph];
+    return simulate(tr.graph, expand(tr.rg, *j.t, j.policy, j.split), j.policy, j.split, tr.extra,
+                    false, count);
+  }
+  // What determines a job's time: its graph, the regions the template expands to there (on the
+  // one-layer graph the wrap bit between layers expands to nothing, so templates that differ only
+  // in it share a job), the policy and the split.
+  std::vector<int> corun_key(const CorunJob& j) const {
+    std::vector<int> key = {j.graph, static_cast<int>(j.policy), j.split};
+    for (const Region& r : expand(corun_graphs[j.graph].rg, *j.t, j.policy, j.split))
+      key.insert(key.end(), {r.first_op, r.last_op, static_cast<int>(r.backend), r.cta_budget,
+                             static_cast<int>(r.folds)});
+    return key;
+  }
+  // The step time from the jobs' times: the whole step, or extrapolated from one and two layers.
+  double corunning(double t1, double t2) const {
+    return corun_graphs.size() == 1 ? t1 : t2 + (rg.repeats - 2) * (t2 - t1);
   }
 };
 
@@ -524,23 +543,37 @@ void predict_candidates(Planner& p, const std::vector<Template>& templates,
       corun.push_back(ci);
     }
   }
-  // Co-running candidates are the expensive ones (whole tile graphs, no cache): simulate them on
-  // all cores. Each writes only its own candidate, and the counters are summed in a fixed order,
-  // so the result does not depend on the thread count.
+  // Co-running candidates are the expensive ones (whole tile graphs, no region cache): each
+  // distinct simulation once (corun_key), on all cores. Each job writes only its own time, and the
+  // counters are summed in a fixed order, so the result does not depend on the thread count.
   p.prepare_corunning();
+  std::vector<Planner::CorunJob> jobs;
+  std::map<std::vector<int>, int> job_of;
+  std::vector<std::array<int, 2>> cand_jobs(corun.size());
+  for (size_t j = 0; j < corun.size(); ++j) {
+    const Candidate& c = cands[corun[j]];
+    for (int graph = 0; graph < static_cast<int>(p.corun_graphs.size()); ++graph) {
+      const Planner::CorunJob job{graph, &templates[cand_template[corun[j]]], c.policy, c.split};
+      const auto [it, added] = job_of.emplace(p.corun_key(job), static_cast<int>(jobs.size()));
+      if (added) jobs.push_back(job);
+      cand_jobs[j][graph] = it->second;
+    }
+  }
   const size_t threads =
-      std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), corun.size()));
+      std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), jobs.size()));
   std::vector<Planner::SimCount> counts(threads);
   std::vector<std::thread> pool;
   for (size_t w = 0; w < threads; ++w)
     pool.emplace_back([&, w] {
-      for (size_t j = w; j < corun.size(); j += threads) {
-        Candidate& c = cands[corun[j]];
-        c.predicted_us =
-            p.corunning(templates[cand_template[corun[j]]], c.policy, c.split, &counts[w]);
-      }
+      for (size_t j = w; j < jobs.size(); j += threads)
+        jobs[j].us = p.run_corunning(jobs[j], &counts[w]);
     });
   for (std::thread& t : pool) t.join();
+  for (size_t j = 0; j < corun.size(); ++j) {
+    const double t1 = jobs[cand_jobs[j][0]].us;
+    cands[corun[j]].predicted_us =
+        p.corunning(t1, p.corun_graphs.size() > 1 ? jobs[cand_jobs[j][1]].us : t1);
+  }
   for (const Planner::SimCount& k : counts) {
     p.res.sim_events += k.events;
     p.res.sim_tasks += k.tasks;
