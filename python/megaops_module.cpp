@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include "core/error.h"
 #include "graph/plan.h"
@@ -113,7 +114,6 @@ class Model {
     if (ids.empty()) throw InputError("prompt: empty");
     const cli::SamplingOptions s =
         cli::resolve_sampling(text_.generation(), temperature, top_k, top_p, seed);
-    auto gen = cli::make_token_generator(ckpt_, cpu_, s, max_context_, plan_, plan_origin_);
     cli::StreamLimits limits;
     limits.max_new_tokens = max_new_tokens;
     limits.stop = stop;
@@ -123,8 +123,18 @@ class Model {
                        std::to_string(max_context_));
     cli::StreamResult r;
     {
+      // The GIL first, then the generator: a callback holding the generator takes the GIL back.
       nb::gil_scoped_release release;
-      r = cli::stream_text(*gen, text_, ids, limits, [&](const std::string& piece) {
+      std::lock_guard<std::mutex> lock(gen_mutex_);
+      // The executor (weights on the GPU, or the oracle's) is built once and kept while the
+      // sampling options stay the same: each start() prefills anew, and the samplers draw from
+      // (seed, row, step) counters, so a kept generator gives a new one's tokens.
+      if (!gen_ || !same_sampling(gen_sampling_, s)) {
+        gen_.reset();
+        gen_ = cli::make_token_generator(ckpt_, cpu_, s, max_context_, plan_, plan_origin_);
+        gen_sampling_ = s;
+      }
+      r = cli::stream_text(*gen_, text_, ids, limits, [&](const std::string& piece) {
         if (on_text) {
           nb::gil_scoped_acquire acquire;
           (*on_text)(piece);
@@ -138,7 +148,7 @@ class Model {
     out["stop_reason"] = r.stop_reason;
     out["ttft_s"] = r.ttft_s;
     out["total_s"] = r.total_s;
-    out["backend"] = std::string(gen->backend());
+    out["backend"] = std::string(gen_->backend());
     return out;
   }
 
@@ -195,6 +205,13 @@ class Model {
   int max_context_ = 4096;
   Plan plan_;                // what generate() runs on the GPU
   std::string plan_origin_;  // the plan file, or the default plan's source
+  static bool same_sampling(const cli::SamplingOptions& a, const cli::SamplingOptions& b) {
+    return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p &&
+           a.seed == b.seed;
+  }
+  std::mutex gen_mutex_;  // one generation at a time on the kept generator
+  std::unique_ptr<cli::TokenGenerator> gen_;
+  cli::SamplingOptions gen_sampling_;
   std::unique_ptr<ref::Weights> weights_;
   std::unique_ptr<ref::Model> oracle_;
 };

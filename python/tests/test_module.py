@@ -50,6 +50,21 @@ def test_tokens_and_text_match_cli(ckpt):
     assert text["text"] == m.decode(cli_tokens, skip_special_tokens=True)
 
 
+def test_repeated_generation_matches_fresh_cli_runs(ckpt):
+    # The model keeps its generator between calls; each call must still give what a fresh run
+    # gives, whatever came before (another prompt, other sampling options, the same again).
+    m = megaops.load(ckpt, device="cpu")
+    for prompt, temperature, seed in [("Hello there", 0.0, 0), ("Hello", 0.9, 5),
+                                      ("Hello there, how", 0.9, 5), ("Hello there", 0.0, 0)]:
+        got = m.generate(prompt, max_new_tokens=6, temperature=temperature, top_k=40, seed=seed,
+                         ignore_eos=True)
+        want = [int(x) for x in cli("generate", "--model", ckpt, "--cpu", "--prompt-ids",
+                                    ",".join(map(str, m.encode(prompt))), "--max-new-tokens", "6",
+                                    "--temperature", str(temperature), "--top-k", "40", "--seed",
+                                    str(seed), "--ignore-eos").split()]
+        assert got["tokens"] == want, (prompt, temperature, seed)
+
+
 def test_streaming_pieces_concatenate_to_the_text(ckpt):
     m = megaops.load(ckpt, device="cpu")
     pieces = []
