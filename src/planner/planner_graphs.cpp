@@ -219,11 +219,14 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
       if (pdl) {
         const bool own = !is_vendor_gemm(op, /*pdl=*/true);
         const int before = prev_done >= 0 ? prev_done : start;
-        if (own && prev_own && prev_done >= 0 && !keep_barriers) {
+        if (own && prev_own && prev_done >= 0) {
+          // Without overlap (keep_barriers) the boundary stays a PDL one, with no early start.
           wait = join({before}, cost.pdl_wait_us);
-          launch = join({prev_wait}, cost.pdl_launch_us);
+          launch = keep_barriers ? wait : join({prev_wait}, cost.pdl_launch_us);
         } else {
-          wait = join({before}, own && prev_done >= 0 ? cost.pdl_wait_us : cost.launch_us);
+          // The region's first kernel, or one next to a vendor GEMM (which neither triggers
+          // early nor waits on a grid): a plain boundary.
+          wait = join({before}, cost.launch_us);
           launch = wait;
         }
         prev_wait = wait;
