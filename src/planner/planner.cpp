@@ -452,6 +452,12 @@ void enumerate_candidates(Planner& p, const std::vector<Template>& templates, in
     c.split = split;
     bool unsupported = (policy == Policy::Dynamic && !cost.dynamic_supported) ||
                        (policy == Policy::FixedSplit && !cost.fixed_split_supported);
+    // A persistent region cannot hold a vendor GEMM (a launch of its own; graph/region_schedule.h
+    // refuses it): such a cover is no candidate at all.
+    for (const Region& r : c.regions)
+      if (r.backend == Backend::Persistent)
+        for (int i = r.first_op; i <= r.last_op; ++i)
+          if (is_vendor_gemm(p.g.ops[i])) return;
     for (const Region& r : c.regions) {
       if (r.backend == Backend::Persistent && !cost.persistent_supported) unsupported = true;
       if (r.backend == Backend::Overlap && !cost.overlap_supported) unsupported = true;

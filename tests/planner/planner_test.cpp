@@ -573,6 +573,30 @@ TEST(Planner, ChainLaunchesNoKernelForAFold) {
   }
 }
 
+// A persistent region is one resident launch: it cannot hold a vendor GEMM, so no cover puts one
+// in it. llama3.2-1b batch 1 has none (its whole step may be one region); at batch 8 the
+// cuBLASLt GEMMs leave persistent regions only between them.
+TEST(Planner, PersistentRegionsHoldNoVendorGemm) {
+  const ModelConfig cfg = preset_config("llama3.2-1b");
+  PlanOptions opt;
+  opt.include_unsupported = true;
+  for (int batch : {1, 8}) {
+    const OpGraph g = build_decode_graph(cfg, "llama3.2-1b", batch, 32);
+    const PlanResult r = plan(g, ServiceTable(), opt, CostModel());
+    int persistent = 0, whole = 0;
+    for (const Candidate& c : r.ranked)
+      for (const Region& reg : c.regions) {
+        if (reg.backend != Backend::Persistent) continue;
+        ++persistent;
+        whole += reg.first_op == 0 && reg.last_op + 1 == static_cast<int>(g.ops.size());
+        for (int i = reg.first_op; i <= reg.last_op; ++i)
+          EXPECT_FALSE(is_vendor_gemm(g.ops[i])) << c.label << ": " << g.ops[i].name;
+      }
+    EXPECT_GT(persistent, 0) << "batch " << batch;
+    EXPECT_EQ(whole > 0, batch == 1) << "batch " << batch;
+  }
+}
+
 // The decode-graph prefill against the layer prefill, analytically: a step plan whose candidates
 // take 1,000 and 1,100 us (additive 900 / 1,300, without overlap 1,000 / 1,100; the second not
 // runnable) and a layer prefill measured at 1,500 us. One replay of 32 rows: the graph prefill
