@@ -19,34 +19,36 @@
 #   BIN=.carry/bin PROTOCOL_FROZEN_SHA=<sha> PROTOCOL_BUDGET=560 scripts/planner_protocol.sh OUTDIR
 # Knobs (environment): PROTOCOL_PHASES (default "check profile plan measure report"),
 # PROTOCOL_PRESETS, PROTOCOL_CONFIGS (config directories; default bench/planner-unseen/*/),
-# PROTOCOL_BATCHES ("1 8 32 64"), PROTOCOL_OBJECTIVES ("step ttft"), PROTOCOL_ROUNDS (2),
+# PROTOCOL_BATCHES ("1 8 32 64"), PROTOCOL_OBJECTIVES ("step ttft"), PROTOCOL_ROUNDS (1),
 # PROTOCOL_BUDGET (seconds this invocation may take; 0 = no limit), PROTOCOL_CKPT
 # (/tmp/megaops-unseen), PROTOCOL_UNFROZEN=1 (skip the sha check: a trial, not a validation).
 # Exit status: 0 done, 3 measure stopped at the budget (run the same command again), else failed.
 #
-# Time on one H200, estimated from round 5 (bench/results/2026-11-30-s12-call3: a profile takes
-# 3.5 s for a 1B-class model and 14-15 s for an 8B; a bench process costs ~2.5 s (1B-class) / ~7 s
-# (8B) to start: ceiling child, weights, capture; a 128-token generation 0.15 s (1B) / 0.3 s (3-4B)
-# / 0.63 s (8B), each plan runs 1 warm-up + 1 timed per round) and 2026-12-04-s27-call4 (6 rows of
-# an 8B in 26 s):
-#   checkpoints 2 x (6.4 + 8.0 GB) ~ 0.3 min; profiles 16 presets ~2.4 min + 8 unseen ~1.0 min;
-#   plan ~0.3 min; measure, 48 cases, ~12 plans each, 2 rounds: step ~11.5 min, TTFT ~7 min;
-#   total ~23 min (3 commands of PROTOCOL_BUDGET=560). PROTOCOL_ROUNDS=1: measure ~9 min, total
-#   ~14 min (2 commands). The measure phase prints each bench process's seconds: the next round's
-#   estimate comes from them.
+# Time on one H200, estimated (docs/planner-validation.md, round 6, has the arithmetic) from round
+# 5's run (bench/results/2026-11-30-s12-call3: a profile takes 3.5 s for a 1B-class model and
+# 14-15 s for an 8B; a bench process costs ~2.5 s (1B-class), ~4 s (3-4B), ~8 s (8B) before and
+# around its rows: ceiling child, weights, captures) and 2026-12-04-s27-call4's step times (a
+# 128-token generation: 0.15 s 1B-class, 0.31-0.37 s 3-4B, 0.62-0.64 s 8B):
+#   checkpoints ~0.5 min; profiles 16 presets ~2.4 min + 8 unseen ~1.0 min; plan ~0.3 min;
+#   measure (48 cases, ~12 configurations each, 60 bench processes): step ~8.3 min, TTFT ~4.6 min;
+#   total ~17 min: two commands of PROTOCOL_BUDGET=560, a third if the estimate is short.
+#   PROTOCOL_ROUNDS=2 (every block again in reverse order): measure ~21 min, total ~26 min.
+# The measure phase prints each bench process's seconds: the next estimate comes from them.
 set -u
 P=${1:?usage: scripts/planner_protocol.sh OUTDIR}
 t0=$(date +%s)
 PHASES=${PROTOCOL_PHASES:-check profile plan measure report}
 PRESETS=${PROTOCOL_PRESETS-llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b}
-CONFIGS=${PROTOCOL_CONFIGS-$(ls -d bench/planner-unseen/*/ 2>/dev/null | sed 's|/$||')}
+CONFIGS=${PROTOCOL_CONFIGS-$(find bench/planner-unseen -mindepth 2 -maxdepth 2 -name config.json 2>/dev/null |
+  sort | xargs -r -n1 dirname)}
 BATCHES=${PROTOCOL_BATCHES:-1 8 32 64}
 OBJECTIVES=${PROTOCOL_OBJECTIVES:-step ttft}
-ROUNDS=${PROTOCOL_ROUNDS:-2}
+ROUNDS=${PROTOCOL_ROUNDS:-1}
 BUDGET=${PROTOCOL_BUDGET:-0}
 CKPT=${PROTOCOL_CKPT:-/tmp/megaops-unseen}
 BIN=${BIN:-.carry/bin}
-export MEGAOPS_GIT_SHA=$(cat "$BIN/GIT_SHA" 2>/dev/null || echo unknown)
+MEGAOPS_GIT_SHA=$(cat "$BIN/GIT_SHA" 2>/dev/null || echo unknown)
+export MEGAOPS_GIT_SHA
 mkdir -p "$P/profiles" "$P/pools" "$P/measured"
 want() { case " $PHASES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 stamp() { echo "== $* ($(date -u +%T), $(( $(date +%s) - t0 )) s)"; }

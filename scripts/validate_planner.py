@@ -422,10 +422,11 @@ def executor_groups(plans):
 
 def build_schedule(manifest, pools_dir, bench_models, rounds):
     """The units `measure` runs: one `bench` process each. Per block (a model and objective):
-    per case, one unit per executor group; a group of one plan that recurs unchanged in several
-    cases of the block (typically the PDL chain reference) runs once for all their batches
-    (`bench --batch 1,8,...`). Round 1 runs the block's units in order, round 2 reversed (and each
-    unit's plans reversed), so a drift in time weighs on every configuration alike."""
+    per case, one unit per executor group, the references spread among the candidates; a group of
+    one plan that recurs unchanged in several cases of the block (typically the PDL chain
+    reference) runs once for all their batches (`bench --batch 1,8,...`), in the middle of the
+    block. With rounds, round 2 runs the block's units and each unit's plans in reverse order, so
+    a linear drift in time weighs on every configuration alike."""
     cases, blocks = {}, {}
     for case in manifest["cases"]:
         model, batch, objective = case_fields(case)
@@ -459,21 +460,25 @@ def build_schedule(manifest, pools_dir, bench_models, rounds):
                 if len(g) == 1 and executor_key(plans[g[0]])[1] is not None:
                     recurring.setdefault(g[0], []).append(n)
         shared = {k: ns for k, ns in recurring.items() if len(ns) >= 2}
-        block_units = []
+        shared_units = []
         for k, ns in shared.items():
             plan = per_case[ns[0]][0][k]
-            block_units.append({"name": f"{model}_{objective}_shared_{k}", "model": model,
-                                "objective": objective,
-                                "batches": [cases[n]["batch"] for n in ns],
-                                "cases": ns, "plans": [k], "plan_json": {k: plan}})
+            shared_units.append({"name": f"{model}_{objective}_shared_{k}", "model": model,
+                                 "objective": objective,
+                                 "batches": [cases[n]["batch"] for n in ns],
+                                 "cases": ns, "plans": [k], "plan_json": {k: plan}})
+        case_units = []
         for n in names:
             plans, groups = per_case[n]
             groups = [g for g in groups if not (len(g) == 1 and g[0] in shared
                                                 and n in shared[g[0]])]
             for gi, g in enumerate(groups):
-                block_units.append({"name": f"{n}_g{gi}", "model": model, "objective": objective,
-                                    "batches": [cases[n]["batch"]], "cases": [n], "plans": g,
-                                    "plan_json": {k: plans[k] for k in g}})
+                case_units.append({"name": f"{n}_g{gi}", "model": model, "objective": objective,
+                                   "batches": [cases[n]["batch"]], "cases": [n], "plans": g,
+                                   "plan_json": {k: plans[k] for k in g}})
+        # The shared units in the middle of the block: on average they run when its cases do.
+        half = (len(case_units) + 1) // 2
+        block_units = case_units[:half] + shared_units + case_units[half:]
         for r in range(1, rounds + 1):
             forward = r % 2 == 1
             for u in (block_units if forward else reversed(block_units)):
@@ -494,7 +499,8 @@ def run_unit(args, u, bench_model_args, out_dir):
     ttft = u["objective"] == "ttft"
     # A TTFT case times the prefill only: two new tokens (bench's least) and more repeats.
     gen = 2 if ttft else args.gen
-    repeats = args.ttft_repeats if ttft else args.repeats
+    # The timed repeats of a configuration, spread over the rounds.
+    repeats = -(-(args.ttft_repeats if ttft else args.repeats) // args.rounds)
     plan_dir = os.path.join(out_dir, "plans", unit_id(u))
     res_dir = os.path.join(out_dir, f"r{u['round']}", u["name"])
     os.makedirs(plan_dir, exist_ok=True)
@@ -1223,12 +1229,16 @@ def _selftest_measure(tmp):
     assert len(g0[0]["plans"]) == 9 + 1  # conv and conv-pdl refs are pool ranks 1 and 2
     measured = os.path.join(tmp, "measured")
     # Stop after the first unit, then resume: every unit runs exactly once.
-    r = run("measure", "--megaops", fake, "--pools", pools, "--out", measured,
+    r = run("measure", "--megaops", fake, "--pools", pools, "--out", measured, "--rounds", "2",
             "--stop-after", "0.000001", check=False)
     assert r.returncode == 3, r.stderr
-    run("measure", "--megaops", fake, "--pools", pools, "--out", measured, "--resume")
+    run("measure", "--megaops", fake, "--pools", pools, "--out", measured, "--rounds", "2",
+        "--resume")
     st = glob.glob(os.path.join(measured, "status", "*.json"))
     assert len(st) == len(units)
+    # The default 2 timed repeats of a step configuration, one in each round.
+    with open(os.path.join(measured, "r2", "p_b1_step_g0", g0[0]["plans"][0] + ".json")) as f:
+        assert len(json.load(f)["results"][0]["ms_per_token_all"]) == 1
     # Within a process bench runs the conventional plans first; the order given alternates.
     report = os.path.join(tmp, "report.md")
     run("report", "--pools", pools, "--measured", measured, "--out", report, "--json",
@@ -1289,12 +1299,14 @@ def main():
                    help="folder of the custom configs' checkpoints (`checkpoint --out`)")
     m.add_argument("--min-pool", type=int, default=MIN_POOL)
     m.add_argument("--gen", type=int, default=128)
-    m.add_argument("--rounds", type=int, default=2,
-                   help="passes over each block of units, alternating in order")
-    m.add_argument("--repeats", type=int, default=1,
-                   help="timed generations per step configuration and round (after a warm-up)")
-    m.add_argument("--ttft-repeats", type=int, default=4,
-                   help="timed prefills per TTFT configuration and round")
+    m.add_argument("--rounds", type=int, default=1,
+                   help="passes over each block of units, the second in reverse order (each "
+                        "bench process warms up again: 2 rounds cost ~1.6x the time)")
+    m.add_argument("--repeats", type=int, default=2,
+                   help="timed generations per step configuration, over all rounds (each round "
+                        "adds a warm-up)")
+    m.add_argument("--ttft-repeats", type=int, default=6,
+                   help="timed prefills per TTFT configuration, over all rounds")
     m.add_argument("--case-timeout", type=int, default=300,
                    help="seconds one bench process may run before it is left unmeasured")
     m.add_argument("--resume", action="store_true",
