@@ -16,7 +16,7 @@
 #            starting no bench process once the budget is spent
 #   report   OUTDIR/report.md, report.json, predicted_vs_measured.png (if matplotlib is there)
 # Each phase skips what is done, so the same command run again continues where the last stopped.
-#   BIN=.carry/bin PROTOCOL_FROZEN_SHA=<sha> PROTOCOL_BUDGET=560 scripts/planner_protocol.sh OUTDIR
+#   BIN=.carry/bin PROTOCOL_FROZEN_SHA=<sha> PROTOCOL_BUDGET=580 scripts/planner_protocol.sh OUTDIR
 # Knobs (environment): PROTOCOL_PHASES (default "check profile plan measure report"),
 # PROTOCOL_PRESETS, PROTOCOL_CONFIGS (config directories; default bench/planner-unseen/*/),
 # PROTOCOL_BATCHES ("1 8 32 64"), PROTOCOL_OBJECTIVES ("step ttft"), PROTOCOL_ROUNDS (1),
@@ -31,7 +31,7 @@
 # 128-token generation: 0.15 s 1B-class, 0.31-0.37 s 3-4B, 0.62-0.64 s 8B):
 #   checkpoints ~0.5 min; profiles 16 presets ~2.4 min + 8 unseen ~1.0 min; plan ~0.3 min;
 #   measure (48 cases, ~12 configurations each, 60 bench processes): step ~8.3 min, TTFT ~4.6 min;
-#   total ~17 min: two commands of PROTOCOL_BUDGET=560, a third if the estimate is short.
+#   total ~17 min: two commands of PROTOCOL_BUDGET=580, a third if the estimate is short.
 #   PROTOCOL_ROUNDS=2 (every block again in reverse order): measure ~21 min, total ~26 min.
 # The measure phase prints each bench process's seconds: the next estimate comes from them.
 set -u
@@ -39,8 +39,8 @@ P=${1:?usage: scripts/planner_protocol.sh OUTDIR}
 t0=$(date +%s)
 PHASES=${PROTOCOL_PHASES:-check profile plan measure report}
 PRESETS=${PROTOCOL_PRESETS-llama3.2-1b qwen3-0.6b llama3.1-8b qwen3-8b}
-CONFIGS=${PROTOCOL_CONFIGS-$(find bench/planner-unseen -mindepth 2 -maxdepth 2 -name config.json 2>/dev/null |
-  sort | xargs -r -n1 dirname)}
+CONFIGS=${PROTOCOL_CONFIGS-$(find bench/planner-unseen -mindepth 2 -maxdepth 2 -name config.json \
+  2>/dev/null | sort | xargs -r -n1 dirname)}
 BATCHES=${PROTOCOL_BATCHES:-1 8 32 64}
 OBJECTIVES=${PROTOCOL_OBJECTIVES:-step ttft}
 ROUNDS=${PROTOCOL_ROUNDS:-1}
@@ -49,11 +49,16 @@ CKPT=${PROTOCOL_CKPT:-/tmp/megaops-unseen}
 BIN=${BIN:-.carry/bin}
 MEGAOPS_GIT_SHA=$(cat "$BIN/GIT_SHA" 2>/dev/null || echo unknown)
 export MEGAOPS_GIT_SHA
+# The toolkit's libraries, and the text front end's where they travel beside the binary
+# (scripts/pack_gpu.sh), as scripts/gpu_run.sh sets them.
+LD_LIBRARY_PATH="$(cd "$BIN" 2>/dev/null && pwd):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH
 mkdir -p "$P/profiles" "$P/pools" "$P/measured"
 want() { case " $PHASES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 stamp() { echo "== $* ($(date -u +%T), $(( $(date +%s) - t0 )) s)"; }
 # The files that make the protocol: the frozen commit must hold them unchanged.
-FROZEN_PATHS="src tools scripts/validate_planner.py scripts/planner_protocol.sh bench/planner-unseen"
+FROZEN_PATHS="src tools bench/planner-unseen scripts/validate_planner.py"
+FROZEN_PATHS="$FROZEN_PATHS scripts/planner_protocol.sh"
 
 if want check; then
   stamp check
@@ -62,13 +67,15 @@ if want check; then
     echo "PROTOCOL_UNFROZEN=1: no frozen-sha check; this run is a trial, not a validation" |
       tee "$P/frozen.txt"
   elif [ -z "$frozen" ]; then
-    echo "check: set PROTOCOL_FROZEN_SHA to the commit the protocol is frozen at (or PROTOCOL_UNFROZEN=1)" >&2
+    echo "check: set PROTOCOL_FROZEN_SHA to the frozen commit (or PROTOCOL_UNFROZEN=1)" >&2
     exit 1
   else
     # The build's sha: full (scripts/pack_gpu.sh, "-dirty" when src/ or tools/ differed) or short
     # with "+patch" names (scripts/build_variant.sh). Either must name the frozen commit, clean.
     case "$MEGAOPS_GIT_SHA" in
-      *-dirty* | *+* | unknown) echo "check: build $BIN is $MEGAOPS_GIT_SHA, not a clean build" >&2; exit 1 ;;
+      *-dirty* | *+* | unknown)
+        echo "check: build $BIN is $MEGAOPS_GIT_SHA, not a clean build" >&2
+        exit 1 ;;
     esac
     case "$frozen" in
       "$MEGAOPS_GIT_SHA"* | "${MEGAOPS_GIT_SHA:0:7}"*) ;;
@@ -96,7 +103,8 @@ fi
 
 checkpoints() {
   # shellcheck disable=SC2086
-  [ -z "$CONFIGS" ] || python3 scripts/validate_planner.py checkpoint --configs $CONFIGS --out "$CKPT"
+  [ -z "$CONFIGS" ] ||
+    python3 scripts/validate_planner.py checkpoint --configs $CONFIGS --out "$CKPT"
 }
 
 if want profile; then
@@ -105,7 +113,8 @@ if want profile; then
   # The profiles run a plan of the conventional step without PDL, whatever the batch's default:
   # the planner predicts from it, and the serial overlap figure needs an executor set up for the
   # multi-stream overlap step (a PDL chain plan leaves it out).
-  echo '{"format": "megaops-plan", "version": 1, "source": "planner protocol"}' > "$P/profile_plan.json"
+  echo '{"format": "megaops-plan", "version": 1, "source": "planner protocol"}' \
+    > "$P/profile_plan.json"
   models=""
   for preset in $PRESETS; do models="$models preset:$preset"; done
   for dir in $CONFIGS; do models="$models config:$(basename "$dir")"; done
@@ -141,9 +150,9 @@ if want measure; then
   checkpoints || { echo "checkpoints failed" >&2; exit 1; }
   stop=()
   if [ "$BUDGET" -gt 0 ]; then
-    # No bench process starts within a minute of the budget (the longest takes ~25 s), nor the
-    # report after it (a few seconds).
-    left=$(( BUDGET - ($(date +%s) - t0) - 60 ))
+    # No bench process starts within 45 s of the budget (the longest, an 8B step case, takes
+    # ~30 s), which leaves the report its few seconds.
+    left=$(( BUDGET - ($(date +%s) - t0) - 45 ))
     [ "$left" -lt 1 ] && left=1
     stop=(--stop-after "$left")
   fi

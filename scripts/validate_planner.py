@@ -5,7 +5,8 @@
                       a custom config.json, so `megaops profile` / `bench --model` run an
                       architecture no preset has (bench/planner-unseen/).
   plan     (any CPU)  for every case (model x batch x objective), `megaops plan --pool N` on the
-                      frozen profiles; writes one pool file per case and a manifest with the git sha.
+                      frozen profiles; writes one pool file per case and a manifest with the git
+                      sha.
                       Models: the presets (--presets) and custom configs (--configs DIR ...).
   measure  (the GPU)  `megaops bench --plan` for every candidate of every pool and, in the same
                       processes, a fixed set of references (conventional PDL off / on, the PDL
@@ -43,7 +44,7 @@ SELECTORS = ["planner", "additive", "no_overlap"]
 MIN_POOL = 8  # measured pool candidates a case needs to count
 
 # Issue #39 item 4's goals, the ones the report judges (printed in it).
-GOAL_HIT_RATE = 0.95          # pick = measured fastest (by anything measured) in this share of cases
+GOAL_HIT_RATE = 0.95          # pick = fastest measured (by anything) in this share of the cases
 GOAL_WORST_REGRET = 0.02      # measured(pick) / fastest measured in the case - 1, worst case
 GOAL_MEDIAN_ABS_ERROR = 0.08  # |predicted - measured| / measured over the pools' candidates
 
@@ -144,7 +145,8 @@ def plan_key(plan):
 def executor_key(plan):
     """Plans with equal keys run on one `bench` executor (tools/cmd_bench.cpp, build_part): the
     matmul dispatch, greedy sampling and prefill chunk always; for the multi-stream and chain steps
-    also their kind and settings (one overlap step per executor). Conventional plans: (common, None)."""
+    also their kind and settings (one overlap step per executor). Conventional plans: (common,
+    None)."""
     p = normal_plan(plan)
     d = p["decode"]
     common = json.dumps([d["greedy_in_lm_head"], d["matmul"], p["prefill"]["chunk"]],
@@ -176,7 +178,7 @@ def composition_class(plan, objective):
     return "whole_step"
 
 
-def describe_plan(plan):
+def describe_plan(plan, objective="step"):
     p = normal_plan(plan)
     d = p["decode"]
     if d["backend"] == "conventional":
@@ -189,6 +191,8 @@ def describe_plan(plan):
         s = f"overlap W={d['overlap_streams']}" + (f", {n} regions" if n > 1 else ", whole step")
     if p["prefill"]["path"] == "graph":
         s = "graph prefill, " + s
+    elif objective == "ttft":
+        s = "layer prefill, " + s
     return s
 
 
@@ -284,7 +288,12 @@ def write_checkpoint(config_path, out, seed=0):
     shutil.copyfile(config_path, os.path.join(staged, "config.json"))
     with open(os.path.join(staged, ".complete"), "w") as f:
         f.write(stamp + "\n")
-    shutil.rmtree(out, ignore_errors=True)
+    if os.path.isdir(out):
+        extra = set(os.listdir(out)) - {"config.json", "model.safetensors", ".complete"}
+        if extra:
+            shutil.rmtree(staged, ignore_errors=True)
+            sys.exit(f"{out}: holds other files ({', '.join(sorted(extra))}); not replaced")
+        shutil.rmtree(out)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     os.rename(staged, out)
     print(f"{out}: {len(tensors)} tensors, {offset / 1e9:.2f} GB (bf16) from {config_path}")
@@ -396,7 +405,7 @@ def case_entries(case, pool, bench_model):
     for e in entries:
         e["key"] = plan_key(e["plan"])
         e["class"] = composition_class(e["plan"], objective)
-        e["describe"] = describe_plan(e["plan"])
+        e["describe"] = describe_plan(e["plan"], objective)
     return entries
 
 
@@ -516,6 +525,12 @@ def run_unit(args, u, bench_model_args, out_dir):
     # One plan: --json names the file; several: a folder, one file per plan, named like it.
     cmd += ["--json", os.path.join(res_dir, u["plans"][0] + ".json") if len(u["plans"]) == 1
             else res_dir]
+    if args.check_only:
+        # A build without CUDA reads and checks every plan, and that one executor can run them
+        # all, before it says it has no GPU: what this unit would be refused for, found on a CPU.
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        ok = r.returncode != 0 and ("no CUDA support" in r.stderr or "no CUDA device" in r.stderr)
+        return ("ok" if ok else "refused: " + r.stderr.strip()[-300:]), 0.0
     started = time.time()
     # A unit that fails or hangs (the watchdog turns a hang into an error) is reported and left
     # unmeasured; the other units still run.
@@ -568,6 +583,18 @@ def cmd_measure(args):
     t0, left = time.time(), 0
     print(f"measure: {len(units)} bench processes for {len(cases)} cases, {args.rounds} rounds",
           file=sys.stderr, flush=True)
+    if args.check_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            refused = [(unit_id(u), run_unit(args, u, [f"--{models[u['model']][0]}",
+                                                       models[u["model"]][1]], tmp)[0])
+                       for u in units]
+        for name, status in refused:
+            if status != "ok":
+                print(f"{name}: {status}", file=sys.stderr)
+        bad = sum(status != "ok" for _, status in refused)
+        print(f"measure --check-only: {len(units) - bad} of {len(units)} bench commands accepted "
+              "by a build without CUDA", file=sys.stderr)
+        sys.exit(1 if bad else 0)
     for i, u in enumerate(units):
         status_path = os.path.join(status_dir, unit_id(u) + ".json")
         if args.resume and os.path.exists(status_path):
@@ -640,9 +667,12 @@ def score_case(entries, min_pool=MIN_POOL):
         return out
     fastest_entry = min(measured, key=lambda e: e["measured_us"])
     fastest = fastest_entry["measured_us"]
+    win = winner_class(measured, fastest)
+    winner = min((e for e in measured if e["class"] == win), key=lambda e: e["measured_us"])
     out.update(fastest_us=fastest, fastest_label=fastest_entry["label"],
-               fastest_describe=fastest_entry.get("describe", ""),
-               winner_class=winner_class(measured, fastest))
+               fastest_describe=fastest_entry.get("describe", ""), winner_class=win,
+               winner_label=winner["label"], winner_describe=winner.get("describe", ""),
+               winner_us=winner["measured_us"])
     if pool:
         out["pool_fastest_us"] = min(e["measured_us"] for e in pool)
     for e in pool:
@@ -749,7 +779,7 @@ def categories(scores, meta):
         wins = [c["winner_class"] != "conventional" for _, c in rows]
         result[key] = {"batches": [b for b, _ in rows],
                        "winners": [c["winner_class"] for _, c in rows],
-                       "labels": [c.get("fastest_describe", "") for _, c in rows],
+                       "labels": [c.get("winner_describe", "") for _, c in rows],
                        "leads": [c.get("lead") for _, c in rows],
                        "category": category(wins)}
     return result
@@ -818,7 +848,7 @@ def load_legacy(measured_dir, pools_dir):
                             "selected_by": entry["selected_by"],
                             "predicted_us": entry["plan"]["predicted_us"], "measured_us": m,
                             "class": composition_class(entry["plan"], objective),
-                            "describe": describe_plan(entry["plan"])})
+                            "describe": describe_plan(entry["plan"], objective)})
         entries_of[case["case"]] = entries
     return entries_of, meta, {}, [], {"rounds": 1}
 
@@ -840,9 +870,10 @@ def cmd_report(args):
     summary = summarize(scores, len(planned))
     lines = [f"# Planner validation (pools frozen at {manifest['git_sha']})", "",
              f"{summary['scored']} of {summary['planned']} cases measured with a pool of at least "
-             f"{args.min_pool} candidates; every case also measured the references "
-             f"({', '.join(sorted({r[0] for rs in REFERENCES.values() for r in rs}))}) in the "
-             f"same processes, over {index.get('rounds', 1)} round(s) in alternating order. "
+             f"{args.min_pool} candidates; every case also measured the references ("
+             + "; ".join(f"{o}: {', '.join(r[0] for r in REFERENCES[o])}" for o in OBJECTIVES
+                         if any(m["objective"] == o for m in meta.values()))
+             + f") in the same processes, {index.get('rounds', 1)} round(s). "
              "Regret and pick = fastest are against the fastest configuration measured in the "
              "case by anything (pool or reference); an unmeasured case counts as a miss.", ""]
     lines += ["## Goals (issue #39 item 4)", "", "| goal | measured | target | met |",
@@ -922,8 +953,11 @@ def cmd_report(args):
                             for b, w, lab in zip(v["batches"], v["winners"], v["labels"]))
         leads = ", ".join(f"b{b} {pct(l, 1)}" for b, l in zip(v["batches"], v["leads"]))
         lines.append(f"| {model} | {objective} | {winners} | {leads} | {v['category']} |")
-    multi = [n for n in order if scores[n].get("winner_class") == "multi_region"]
-    lines += ["", "Cases a multi-region composition wins: " + (", ".join(multi) or "none") + "."]
+    for cls, what in (("multi_region", "a multi-region composition (M)"),
+                      ("whole_step", "a single whole-step backend (W)"),
+                      ("conventional", "all-conventional (C)")):
+        won = [n for n in order if scores[n].get("winner_class") == cls]
+        lines += ["", f"Cases {what} wins: " + (", ".join(won) or "none") + "."]
 
     text = "\n".join(lines) + "\n"
     with open(args.out, "w") as f:
@@ -1049,9 +1083,10 @@ def _selftest_scoring():
     assert len(c["errors"]) == 3 and abs(max(c["errors"]) - 0.2) < 1e-12
     # The chain (W) is 1% faster than all-conventional: outside the tie, W wins; lead 1%.
     assert c["winner_class"] == "whole_step" and abs(c["lead"] - 0.01) < 1e-12
-    # Within the tie the simpler class wins.
-    tie = [dict(entries[0], measured_us=100.3), dict(entries[3])]
-    assert score_case(tie, min_pool=1)["winner_class"] == "conventional"
+    # Within the tie the simpler class wins, and names the configuration that won.
+    tie = score_case([dict(entries[0], measured_us=100.3), dict(entries[3])], min_pool=1)
+    assert tie["winner_class"] == "conventional" and tie["winner_label"] == "rank1"
+    assert tie["fastest_label"] == "ref-chain"
     # A case whose pick is the fastest reference's own plan (same measurement) is a hit.
     hit = score_case([dict(entries[0], measured_us=100.0), entries[3]], min_pool=1)
     assert hit["selectors"]["planner"]["hit"] and hit["selectors"]["planner"]["regret"] == 0.0
@@ -1313,6 +1348,9 @@ def main():
                    help="skip the units a status file says have run (same --out)")
     m.add_argument("--retry-failed", action="store_true",
                    help="with --resume: run the failed units again")
+    m.add_argument("--check-only", action="store_true",
+                   help="with a megaops built without CUDA: check that bench accepts every "
+                        "unit's plans (one executor each), time nothing")
     m.add_argument("--stop-after", type=float, default=0,
                    help="start no unit after this many seconds (exit 3; --resume continues)")
     r = sub.add_parser("report")
