@@ -930,6 +930,10 @@ def cmd_report(args):
                       "the largest over its configurations)."]
     if failures:
         lines += ["", "Bench processes that did not finish: " + "; ".join(failures) + "."]
+    unprofiled = [c["case"] for c in manifest["cases"] if "profile" in c and not c["profile"]]
+    if unprofiled:
+        lines += ["", "Planned without a profile (first-principles estimates): "
+                  + ", ".join(unprofiled) + "."]
 
     lines += ["", "## Cases", "",
               "| case | pool | planner's pick | measured (us) | fastest measured | (us) | regret | "
