@@ -5,19 +5,21 @@
                       a custom config.json, so `megaops profile` / `bench --model` run an
                       architecture no preset has (bench/planner-unseen/).
   plan     (any CPU)  for every case (model x batch x objective), `megaops plan --pool N` on the
-                      frozen profiles; writes one pool file per case and a manifest with the git
-                      sha.
+                      frozen profiles; one pool file per case and a manifest with the git sha.
                       Models: the presets (--presets) and custom configs (--configs DIR ...).
   measure  (the GPU)  `megaops bench --plan` for every candidate of every pool and, in the same
                       processes, a fixed set of references (conventional PDL off / on, the PDL
-                      chain, the multi-stream overlap W=3; for TTFT both prefill paths), in rounds
-                      whose order alternates; resumable (--resume), with a stop time (--stop-after).
+                      chain, the multi-stream overlap W=3; for TTFT both prefill paths), the
+                      references spread among the candidates (--rounds 2: a second pass in
+                      reverse order); resumable (--resume), with a stop time (--stop-after);
+                      --check-only checks every bench command on a build without CUDA.
   report   (any CPU)  hit rate, regret against the fastest configuration measured in the case (pool
                       or reference), prediction error, the two simpler selectors, the goals with
                       pass / fail, the paper's categories per model; markdown, JSON and a plot.
+                      Also reads rounds 1-5's folders (no references).
 
-  selftest            checks the arithmetic, the grouping and a whole measure + report on synthetic
-                      data with a stand-in megaops (run by ctest).
+  selftest            checks the arithmetic, the grouping, the checkpoint format and a whole
+                      plan + measure + report on synthetic data with a stand-in megaops (ctest).
 
 Only the standard library is needed, and matplotlib for the plot (skipped when absent).
 """
@@ -246,7 +248,7 @@ def _bf16_block(n, seed, norm):
     return bytes(raw)
 
 
-def write_checkpoint(config_path, out, seed=0):
+def write_checkpoint(config_path, out, seed=0, log=print):
     """config.json + model.safetensors (bf16) in `out`; values repeat a 1 MiB random block (the
     timings do not depend on them; they are finite, as the loader checks). Written beside `out`
     and renamed, so `out` is complete or absent; an existing complete one of the same config is
@@ -257,7 +259,7 @@ def write_checkpoint(config_path, out, seed=0):
     stamp = hashlib.sha1((text + str(seed)).encode()).hexdigest()
     done = os.path.join(out, ".complete")
     if os.path.exists(done) and open(done).read().strip() == stamp:
-        print(f"{out}: already written from {config_path}")
+        log(f"{out}: already written from {config_path}")
         return out
     tensors = expected_weights(cfg)
     header, offset = {"__metadata__": {"format": "pt"}}, 0
@@ -296,7 +298,7 @@ def write_checkpoint(config_path, out, seed=0):
         shutil.rmtree(out)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     os.rename(staged, out)
-    print(f"{out}: {len(tensors)} tensors, {offset / 1e9:.2f} GB (bf16) from {config_path}")
+    log(f"{out}: {len(tensors)} tensors, {offset / 1e9:.2f} GB (bf16) from {config_path}")
     return out
 
 
@@ -1201,7 +1203,9 @@ def _selftest_checkpoint(tmp):
     os.makedirs(os.path.join(tmp, "cfg"))
     with open(os.path.join(tmp, "cfg", "config.json"), "w") as f:
         json.dump(cfg, f)
-    out = write_checkpoint(os.path.join(tmp, "cfg", "config.json"), os.path.join(tmp, "ckpt"))
+    quiet = lambda *_: None  # noqa: E731
+    out = write_checkpoint(os.path.join(tmp, "cfg", "config.json"), os.path.join(tmp, "ckpt"),
+                           log=quiet)
     with open(os.path.join(out, "model.safetensors"), "rb") as f:
         data = f.read()
     n = struct.unpack("<Q", data[:8])[0]
@@ -1222,7 +1226,7 @@ def _selftest_checkpoint(tmp):
             v = struct.unpack("<f", struct.pack("<I", bits << 16))[0]
             assert (0.015 < abs(v) < 0.032) if "down" in k else (1.0 <= v < 1.13), (k, v)
     # Written again from the same config: kept.
-    assert write_checkpoint(os.path.join(tmp, "cfg", "config.json"), out) == out
+    assert write_checkpoint(os.path.join(tmp, "cfg", "config.json"), out, log=quiet) == out
 
 
 def _selftest_measure(tmp):
