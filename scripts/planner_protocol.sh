@@ -21,7 +21,8 @@
 # PROTOCOL_PRESETS, PROTOCOL_CONFIGS (config directories; default bench/planner-unseen/*/),
 # PROTOCOL_BATCHES ("1 8 32 64"), PROTOCOL_OBJECTIVES ("step ttft"), PROTOCOL_ROUNDS (1),
 # PROTOCOL_BUDGET (seconds this invocation may take; 0 = no limit), PROTOCOL_CKPT
-# (/tmp/megaops-unseen), PROTOCOL_UNFROZEN=1 (skip the sha check: a trial, not a validation).
+# (/tmp/megaops-unseen), PROTOCOL_MEASURE_ARGS (more options of `validate_planner.py measure`,
+# e.g. --no-shared), PROTOCOL_UNFROZEN=1 (skip the sha check: a trial, not a validation).
 # Exit status: 0 done, 3 measure stopped at the budget (run the same command again), else failed.
 #
 # Time on one H200, estimated (docs/planner-validation.md, round 6, has the arithmetic) from round
@@ -156,8 +157,10 @@ if want measure; then
     [ "$left" -lt 1 ] && left=1
     stop=(--stop-after "$left")
   fi
+  # shellcheck disable=SC2086  # PROTOCOL_MEASURE_ARGS: options, split on spaces
   python3 scripts/validate_planner.py measure --megaops "$BIN/megaops" --pools "$P/pools" \
-    --out "$P/measured" --checkpoints "$CKPT" --rounds "$ROUNDS" --resume "${stop[@]}"
+    --out "$P/measured" --checkpoints "$CKPT" --rounds "$ROUNDS" --resume "${stop[@]}" \
+    ${PROTOCOL_MEASURE_ARGS:-}
   status=$?
   [ $status = 3 ] && stamp "measure stopped at the budget: run the same command again"
 fi

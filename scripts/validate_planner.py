@@ -431,7 +431,7 @@ def executor_groups(plans):
     return [groups[g] for g in sorted(groups, key=lambda g: (g[1] is not None, g[1] or ""))]
 
 
-def build_schedule(manifest, pools_dir, bench_models, rounds, min_pool=MIN_POOL):
+def build_schedule(manifest, pools_dir, bench_models, rounds, min_pool=MIN_POOL, share=True):
     """The units `measure` runs: one `bench` process each. Per block (a model and objective):
     per case, one unit per executor group, the references spread among the candidates; a group of
     one plan that recurs unchanged in several cases of the block (typically the PDL chain
@@ -470,7 +470,7 @@ def build_schedule(manifest, pools_dir, bench_models, rounds, min_pool=MIN_POOL)
             for g in groups:
                 if len(g) == 1 and executor_key(plans[g[0]])[1] is not None:
                     recurring.setdefault(g[0], []).append(n)
-        shared = {k: ns for k, ns in recurring.items() if len(ns) >= 2}
+        shared = {k: ns for k, ns in recurring.items() if len(ns) >= 2 and share}
         shared_units = []
         for k, ns in shared.items():
             plan = per_case[ns[0]][0][k]
@@ -566,7 +566,7 @@ def cmd_measure(args):
         manifest = json.load(f)
     models = bench_models_of(manifest, args.checkpoints)
     cases, units = build_schedule(manifest, args.pools, {m: v[1] for m, v in models.items()},
-                                  args.rounds, args.min_pool)
+                                  args.rounds, args.min_pool, not args.no_shared)
     index = {"git_sha": manifest["git_sha"], "rounds": args.rounds, "gen": args.gen,
              "repeats": args.repeats, "ttft_repeats": args.ttft_repeats,
              "cases": {n: dict(c, entries=[{k: v for k, v in e.items() if k != "plan"}
@@ -1291,6 +1291,9 @@ def _selftest_measure(tmp):
     shared = [u for u in p_units if "shared" in u["name"]]
     assert len(shared) == 2 and shared[0]["batches"] == [1, 8]
     assert [u["name"] for u in p_units[:3]] == [u["name"] for u in reversed(p_units[3:])]
+    _, apart = build_schedule(manifest, pools, {"p": "p", "broken": "broken"}, 1, share=False)
+    assert not [u for u in apart if "shared" in u["name"]]
+    assert all(len(u["batches"]) == 1 for u in apart) and len(apart) == 8
     g0 = [u for u in p_units if u["name"] == "p_b1_step_g0"]
     assert g0[0]["plans"] == list(reversed(g0[1]["plans"]))
     assert len(g0[0]["plans"]) == 9 + 1  # conv and conv-pdl refs are pool ranks 1 and 2
@@ -1414,6 +1417,9 @@ def main():
                    help="skip the units a status file says have run (same --out)")
     m.add_argument("--retry-failed", action="store_true",
                    help="with --resume: run the failed units again")
+    m.add_argument("--no-shared", action="store_true",
+                   help="no process shared by several batches: each case's plans run in its "
+                        "own processes, on an executor sized for its batch (~3 more per block)")
     m.add_argument("--check-only", action="store_true",
                    help="with a megaops built without CUDA: check that bench accepts every "
                         "unit's plans (one executor each), time nothing")
