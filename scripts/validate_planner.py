@@ -187,7 +187,11 @@ def describe_plan(plan, objective="step"):
         s = "conventional" + (" + PDL" if d["pdl"] else "")
     elif d["backend"] == "pdl_chain":
         f = d["folds"]
-        s = "PDL chain" + ("" if f == PLAN_DEFAULTS["decode"]["folds"] else " (folds changed)")
+        folds = "+".join(k for k in ("norms", "silu", "rope") if f[k]) or "none"
+        s = f"PDL chain, folds {folds}"
+        epilogue = f["silu_epilogue_min_inter"]
+        if epilogue != PLAN_DEFAULTS["decode"]["folds"]["silu_epilogue_min_inter"]:
+            s += f", silu epilogue from {epilogue}"
     else:
         n = len(d["regions"])
         s = f"overlap W={d['overlap_streams']}" + (f", {n} regions" if n > 1 else ", whole step")
