@@ -1,0 +1,186 @@
+// The device side of a persistent region (docs/persistent-regions.md): one resident launch of
+// num_ctas CTAs walks a static tile schedule built on the host (graph/region_schedule.h) and
+// uploaded in its packed form (core/region_pack.h). CTA c takes the tasks of its list in order;
+// for each, thread 0 waits (acquire, back-off, watchdog) until every (semaphore, target) of the
+// task's waits is reached for the running step, the whole CTA runs the task's body, and thread 0
+// adds 1 (release) to each of the task's signal semaphores.
+//
+// The loop knows tasks, semaphores and targets, nothing of ops: the body is a callable the kernel
+// passes in (`body(op, tile, task)`, op an index into the step graph's ops). The probe kernel below
+// records when and where each task ran; real regions will call the standalone kernels' per-tile
+// device functions.
+//
+// Memory ordering, per task (sync/tile_semaphore.cuh has the model):
+//   wait:   thread 0's ld.acquire.gpu reads count >= target, synchronising with every release add
+//           counted in it (the producers' signals form one release sequence); the __syncthreads()
+//           after the waits extends that to every thread, so the body's ordinary loads of the
+//           producers' tiles see their data.
+//   signal: every thread's stores of the body precede a __syncthreads(); thread 0's
+//           red.release.gpu after it is cumulative and publishes the whole CTA's writes, not only
+//           its own.
+// Bodies must read producer tiles with ordinary loads (never ld.global.nc / __ldg), and a body
+// whose writes go through the async proxy (TMA) must complete them and fence.proxy.async before
+// it returns.
+//
+// Deadlock freedom needs every CTA of the launch resident at once (num_ctas <= what the occupancy
+// API allows for the kernel, and nothing else holding the SMs while it runs); the schedule gives
+// the rest (each CTA in increasing global task order, every wait met by earlier tasks only).
+#pragma once
+
+#include <cstdint>
+
+#include "core/region_pack.h"
+#include "kernels/common.cuh"
+#include "sync/tile_semaphore.cuh"
+
+namespace megaops {
+
+// What the loop needs besides the body: the packed schedule, its counters (one uint32 per
+// semaphore, zeroed once when allocated, never reset), the watchdog and the injected delays.
+// The step is passed to persistent_region_run separately (the kernel reads it from device memory
+// or takes it as a parameter).
+struct RegionSync {
+  const int32_t* schedule = nullptr;  // pack_region_schedule's words, uploaded as they are
+  uint32_t* semaphores = nullptr;     // [num_semaphores]
+  WatchdogParams watchdog;
+  // Random delays before each task's waits and before its signals (stress tests); off when
+  // max_delay_ns == 0. maybe_delay adds the compile-time ones of MEGAOPS_INJECT_DELAYS builds.
+  DelayParams delay;
+};
+
+namespace detail {
+
+// The delay site of a task's wait (phase 0) or signal (phase 1) in a step: distinct for every
+// (step, task, phase) of a region of fewer than 2^39 tasks.
+__device__ __forceinline__ uint64_t region_delay_site(uint32_t step, int32_t task, int phase) {
+  return (static_cast<uint64_t>(step) << 40) ^ (static_cast<uint64_t>(task) << 1) ^
+         static_cast<uint64_t>(phase);
+}
+
+}  // namespace detail
+
+// Whether `schedule` is a packed schedule this launch can run: magic and version, and one CTA
+// list per CTA of the grid. Every thread computes the same answer.
+__device__ __forceinline__ bool persistent_region_schedule_matches(const int32_t* schedule) {
+  return schedule[RP_MAGIC] == REGION_PACK_MAGIC && schedule[RP_VERSION] == REGION_PACK_VERSION &&
+         schedule[RP_NUM_CTAS] == static_cast<int32_t>(gridDim.x) && gridDim.y == 1 &&
+         gridDim.z == 1;
+}
+
+// Runs this CTA's (blockIdx.x's) task list for decode step `step` (1-based; the waits target
+// tile_target(step, target)). Must be reached by every thread of the CTA (1-D blocks); calls
+// `body(op, tile, task)` with every thread once per task, between the waits and the signals, so a
+// body may use __syncthreads() and shared memory (the barriers around it separate tasks). Returns
+// false, running nothing, when the schedule does not match the launch
+// (persistent_region_schedule_matches).
+//
+// A wait that times out writes the watchdog's error record with WaitSite{op, tile} of the waiting
+// task (op: its index in the step graph; tile: its output tile), the target and the count it saw,
+// and traps.
+template <typename Body>
+__device__ __forceinline__ bool persistent_region_run(const RegionSync& sync, uint32_t step,
+                                                      Body&& body) {
+  const int32_t* s = sync.schedule;
+  if (!persistent_region_schedule_matches(s)) return false;
+  const int32_t* cta_begin = s + s[RP_CTA_BEGIN];
+  const int32_t* cta_task = s + s[RP_CTA_TASK];
+  const int32_t* task_op = s + s[RP_TASK_OP];
+  const int32_t* task_tile = s + s[RP_TASK_TILE];
+  const int32_t* wait_begin = s + s[RP_WAIT_BEGIN];
+  const int32_t* wait_sem = s + s[RP_WAIT_SEM];
+  const int32_t* wait_target = s + s[RP_WAIT_TARGET];
+  const int32_t* signal_begin = s + s[RP_SIGNAL_BEGIN];
+  const int32_t* signal_sem = s + s[RP_SIGNAL_SEM];
+  const bool leader = threadIdx.x == 0;
+  const int32_t end = cta_begin[blockIdx.x + 1];
+  for (int32_t k = cta_begin[blockIdx.x]; k < end; ++k) {
+    const int32_t task = cta_task[k];
+    const int32_t op = task_op[task];
+    const int32_t tile = task_tile[task];
+    if (leader) {
+      const uint64_t site = detail::region_delay_site(step, task, 0);
+      random_delay(sync.delay, site);
+      maybe_delay(sync.delay.seed, site);
+      const WaitSite at{static_cast<uint32_t>(op), static_cast<uint32_t>(tile)};
+      for (int32_t w = wait_begin[task]; w < wait_begin[task + 1]; ++w)
+        tile_wait(&sync.semaphores[wait_sem[w]],
+                  tile_target(step, static_cast<uint32_t>(wait_target[w])), at, sync.watchdog);
+    }
+    // Hands thread 0's acquire to every thread before the body reads its inputs.
+    __syncthreads();
+    body(op, tile, task);
+    // Orders every thread's stores of the body before thread 0's release.
+    __syncthreads();
+    if (leader) {
+      const uint64_t site = detail::region_delay_site(step, task, 1);
+      random_delay(sync.delay, site);
+      maybe_delay(sync.delay.seed, site);
+      for (int32_t i = signal_begin[task]; i < signal_begin[task + 1]; ++i)
+        tile_signal(&sync.semaphores[signal_sem[i]]);
+    }
+  }
+  return true;
+}
+
+// ---- the probe kernel (tests and debugging) ----
+
+// A region whose body does no op's work but records it: per task, the global sequence numbers at
+// which its body started and finished (one atomicAdd each on `sequence`, so a task's consumers
+// can be checked to start after it finished), the CTA that ran it and how many times it ran.
+// Optionally each task writes a payload of PROBE_PAYLOAD_WORDS words, with every thread, whose
+// value depends on (step, task, word), and before that reads and checks the payloads of the tasks
+// it depends on (`deps`, built on the host from the tiling contracts): a body that read a
+// producer's stale payload counts a failure.
+constexpr int PERSISTENT_REGION_PROBE_THREADS = 128;
+constexpr int PROBE_PAYLOAD_WORDS = 128;
+
+struct PersistentRegionProbeParams {
+  RegionSync sync;
+  int num_ctas = 0;  // the grid; must equal the schedule's num_ctas
+  // The step: *step_ptr when set (as a captured graph would read it), else `step`. 1-based.
+  const uint32_t* step_ptr = nullptr;
+  uint32_t step = 1;
+
+  // Outputs, [num_tasks] each unless said otherwise; the caller clears them (and `sequence`)
+  // before a launch.
+  uint32_t* sequence = nullptr;     // [1] the global counter of body starts and ends
+  uint32_t* start_seq = nullptr;    // the counter's value when the task's body began
+  uint32_t* done_seq = nullptr;     // and when it ended (after every thread finished)
+  int32_t* task_cta = nullptr;      // blockIdx.x of the CTA that ran it
+  uint32_t* task_runs = nullptr;    // times the task's body ran
+  uint32_t* rejected = nullptr;     // [1] CTAs that found the schedule not matching the launch
+  uint32_t* stale_reads = nullptr;  // [1] tasks that read a stale payload of a dependency
+  int32_t* first_stale = nullptr;   // [1] one of those tasks (the caller clears it to -1)
+
+  // Optional payload check (all null: off). deps_begin [num_tasks + 1], deps: the tasks whose
+  // payloads a task reads; payload [num_tasks * PROBE_PAYLOAD_WORDS].
+  const int32_t* deps_begin = nullptr;
+  const int32_t* deps = nullptr;
+  uint32_t* payload = nullptr;
+  uint64_t payload_seed = 0;
+
+  // Time spent in each body between its start and its end, pseudo-random in [0, max_delay_ns]
+  // (seeded), to perturb the interleaving; 0: none.
+  DelayParams body_delay;
+};
+
+// The payload word `word` of `task` in step `step`: a function of all three, so a stale read (an
+// earlier step's value or the poison) differs.
+__host__ __device__ inline uint32_t probe_payload_value(uint64_t seed, uint32_t step, int32_t task,
+                                                        int word) {
+  return static_cast<uint32_t>(detail::delay_mix(seed ^ (static_cast<uint64_t>(step) << 44) ^
+                                                 (static_cast<uint64_t>(task) << 12) ^
+                                                 static_cast<uint64_t>(word)));
+}
+
+// Launches the probe region: p.num_ctas CTAs of PERSISTENT_REGION_PROBE_THREADS threads. The
+// caller checks p.num_ctas against persistent_region_probe_max_resident_ctas first (deadlock
+// freedom). cudaErrorInvalidValue on missing pointers or num_ctas < 1.
+cudaError_t launch_persistent_region_probe(const PersistentRegionProbeParams& p,
+                                           cudaStream_t stream);
+
+// How many CTAs of the probe kernel can be resident at once on the current device: blocks per SM
+// by the occupancy API times the SM count. A region launch must not use more.
+cudaError_t persistent_region_probe_max_resident_ctas(int* out);
+
+}  // namespace megaops
