@@ -5,7 +5,8 @@
 #   check    the carried build is the frozen commit (its GIT_SHA against PROTOCOL_FROZEN_SHA; with
 #            .git present, also no change since it in src/, tools/, the protocol's scripts and
 #            bench/planner-unseen/); writes OUTDIR/frozen.txt
-#   profile  random-weight checkpoints of the unseen configs (bench/planner-unseen/*/config.json)
+#   profile  the kernel boundaries' cost (`megaops bench-boundary`), random-weight checkpoints of
+#            the unseen configs (bench/planner-unseen/*/config.json)
 #            under $PROTOCOL_CKPT, then `megaops profile --json` of every model and batch with the
 #            same flags as every round's profiles (a plan of the conventional step without PDL;
 #            prompt 32, 32 steps per op, 128 for the whole-step figures); a profile already there
@@ -117,6 +118,15 @@ if want profile; then
   # multi-stream overlap step (a PDL chain plan leaves it out).
   echo '{"format": "megaops-plan", "version": 1, "source": "planner protocol"}' \
     > "$P/profile_plan.json"
+  # What a kernel boundary costs on this GPU, plain and with PDL: the planner's launch_us and
+  # pdl_wait_us (a few seconds).
+  if [ ! -s "$P/profiles/kernel_boundary.json" ]; then
+    stamp "kernel boundaries"
+    "$BIN/megaops" bench-boundary --json "$P/profiles/kernel_boundary.json.partial" \
+      > "$P/profiles/kernel_boundary.log" 2>&1 &&
+      mv "$P/profiles/kernel_boundary.json.partial" "$P/profiles/kernel_boundary.json" ||
+      echo "bench-boundary failed: the planner keeps its boundary constants"
+  fi
   models=""
   for preset in $PRESETS; do models="$models preset:$preset"; done
   for dir in $CONFIGS; do models="$models config:$(basename "$dir")"; done

@@ -347,6 +347,11 @@ def cmd_plan(args):
                 else:
                     print(f"{case}: no profile {profile}; planning from first principles",
                           file=sys.stderr)
+                # The kernel boundaries measured on the same GPU (`megaops bench-boundary`): the
+                # cost model's plain and PDL boundary costs.
+                boundary = os.path.join(args.profiles, "kernel_boundary.json")
+                if os.path.exists(boundary):
+                    cmd += ["--profile", boundary]
                 if objective == "ttft":
                     # The graph prefill replays a decode step of min(64, batch x 32) rows: its
                     # profile is the step case of that batch (the protocol profiles 32 and 64).

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <tuple>
+#include <utility>
 
 #include "commands.h"
 #include "core/error.h"
@@ -93,6 +93,23 @@ Plan plan_of_candidate(const Opts& o, const PlanResult& r, const OpGraph& g, int
     if (c.policy == Policy::FixedSplit) p.decode.sharing.split = c.split;
   }
   return p;
+}
+
+// Kernel boundaries measured on the planned GPU (`megaops bench-boundary --json` in the service
+// table): plain ones are the cost model's launch_us, PDL ones its pdl_wait_us; the flags
+// override both.
+void apply_boundary_costs(const Opts& o, const ServiceTable& table, CostModel& cost) {
+  for (auto [shape, field] :
+       {std::pair{"plain", &CostModel::launch_us}, std::pair{"pdl", &CostModel::pdl_wait_us}})
+    if (const auto e = table.lookup(
+            {"kernel_boundary", shape, cost.dtype, "standalone", cost.machine.workers, cost.gpu})) {
+      cost.*field = e->us;
+      std::fprintf(stderr, "plan: %s: a %s kernel boundary costs %.3f us\n", e->source.c_str(),
+                   shape, e->us);
+    }
+  for (auto [value, field] : {std::pair{o.pdl_wait_us, &CostModel::pdl_wait_us},
+                              std::pair{o.pdl_launch_us, &CostModel::pdl_launch_us}})
+    if (value) cost.*field = *value;
 }
 
 std::string plan_text(const Plan& p) {
@@ -298,14 +315,10 @@ Runner add_plan(CLI::App& app) {
         o->model.empty() ? preset_config(o->preset) : read_model_config(o->model + "/config.json");
     const std::string name = o->model.empty() ? o->preset : o->model;
     CostModel cost;
-    for (auto [flag, value, field] :
-         {std::tuple{"--pdl-wait-us", o->pdl_wait_us, &CostModel::pdl_wait_us},
-          std::tuple{"--pdl-launch-us", o->pdl_launch_us, &CostModel::pdl_launch_us}}) {
-      if (!value) continue;
-      if (!(*value >= 0 && *value <= 100))
+    for (auto [flag, value] : {std::pair{"--pdl-wait-us", o->pdl_wait_us},
+                               std::pair{"--pdl-launch-us", o->pdl_launch_us}})
+      if (value && !(*value >= 0 && *value <= 100))
         throw_input_error(flag, "", "expected 0..100 us, found " + std::to_string(*value));
-      cost.*field = *value;
-    }
     cost.fixed_split_supported = false;
     // The overlap executor as measured (docs/overlap-design.md, a trace of its step): consumers
     // wait for whole tensors, a handoff takes 2.6 us (median), and a waiting small-m CTA holds
@@ -324,6 +337,7 @@ Runner add_plan(CLI::App& app) {
               : table.load_profile_json(text, p, cost.machine.workers, build_step_graph);
       std::fprintf(stderr, "plan: %s: %d service-table entries\n", p.c_str(), added);
     }
+    apply_boundary_costs(*o, table, cost);
     // The objective ttft plans a decode step too: the decode-graph prefill replays it.
     const TtftReplays replays = ttft_replays(o->batch * o->tokens);
     const int step_batch = popt.objective == Objective::Step ? o->batch : replays.replay_rows;

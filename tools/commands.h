@@ -30,6 +30,7 @@ Runner add_plan(CLI::App& app);
 Runner add_bench_matmul(CLI::App& app);
 Runner add_bench_attention(CLI::App& app);
 Runner add_hbm_ceiling(CLI::App& app);
+Runner add_bench_boundary(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
 Runner add_chat(CLI::App& app);
 

@@ -209,6 +209,8 @@ int main(int argc, char** argv) {
       add_bench_attention);
   add("hbm-ceiling", "the GPU's HBM read ceiling in GB/s (what bench reports against)",
       add_hbm_ceiling);
+  add("bench-boundary", "what a kernel boundary costs in a CUDA graph, plain and with PDL",
+      add_bench_boundary);
   add("trace", "timeline of one overlap decode step as a Chrome trace (needs a GPU)", add_trace);
   add("plan", "rank barrier/overlap/split compositions from a profile (no GPU needed)", add_plan);
   add("check-logits", "compare logits against a reference file from HF transformers",

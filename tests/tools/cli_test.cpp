@@ -463,6 +463,57 @@ TEST(Cli, PlanWithMissingProfile) {
   EXPECT_NE(r.out.find("/nonexistent/profile.json"), std::string::npos) << r.out;
 }
 
+// Kernel boundaries measured by `bench-boundary` on the planned GPU replace the cost model's
+// launch_us and pdl_wait_us (said on stderr, and the predictions move); on another GPU they are
+// not used. bench-boundary's own options are checked before it looks for a GPU.
+TEST(Cli, PlanTakesMeasuredKernelBoundaries) {
+  const std::string tag = std::to_string(getpid());
+  const fs::path bench = fs::path(::testing::TempDir()) / ("megaops-boundary-" + tag + ".json");
+  auto write = [&](const char* gpu) {
+    std::ofstream(bench) << nlohmann::json{
+        {"schema", "megaops-op-bench/1"},
+        {"gpu", gpu},
+        {"dtype", "bf16"},
+        {"entries",
+         {{{"op", "kernel_boundary"},
+           {"shape", "plain"},
+           {"backend", "standalone"},
+           {"cta_budget", 132},
+           {"us", 4.5}},
+          {{"op", "kernel_boundary"},
+           {"shape", "pdl"},
+           {"backend", "standalone"},
+           {"cta_budget", 132},
+           {"us", 3.25}}}}}.dump();
+  };
+  auto baseline = [](const std::string& out) {
+    const size_t at = out.find("all-conventional baseline ");
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 26));
+  };
+  const Result plain = run_cli("plan --preset llama3.2-1b --batch 1 --top 0");
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  write("NVIDIA H200");
+  const Result measured =
+      run_cli("plan --preset llama3.2-1b --batch 1 --top 0 --profile " + bench.string());
+  ASSERT_EQ(measured.status, 0) << measured.out;
+  EXPECT_NE(measured.out.find("a plain kernel boundary costs 4.500 us"), std::string::npos)
+      << measured.out;
+  EXPECT_NE(measured.out.find("a pdl kernel boundary costs 3.250 us"), std::string::npos)
+      << measured.out;
+  // Each of the step's 149 launches 2.7 us dearer (no profile: first-principles op times).
+  EXPECT_NEAR(baseline(measured.out) - baseline(plain.out), 149 * 2.7, 0.5) << measured.out;
+  write("NVIDIA H100 NVL");
+  const Result other =
+      run_cli("plan --preset llama3.2-1b --batch 1 --top 0 --profile " + bench.string());
+  EXPECT_EQ(other.out.find("kernel boundary costs"), std::string::npos) << other.out;
+  EXPECT_NEAR(baseline(other.out), baseline(plain.out), 1e-6) << other.out;
+  fs::remove(bench);
+  expect_each_bad_option("bench-boundary", {{"--kernels 1", "--kernels"},
+                                            {"--kb 0", "--kb"},
+                                            {"--kb 4194304 --kernels 64", "--kb"},
+                                            {"--iterations 0", "--iterations"}});
+}
+
 // The cost model's PDL figures are overridable, within 0..100 us: anything else is one error line
 // naming the option.
 TEST(Cli, PlanBadCostOptions) {
