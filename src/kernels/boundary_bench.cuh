@@ -1,9 +1,10 @@
 // What a kernel boundary costs inside a CUDA graph, plain and under PDL: the planner's launch_us
 // and pdl_wait_us (planner/planner.h CostModel) as evidence instead of constants. Three graphs read
-// the same bytes: one flat read, and `kernels` dependent reads of equal slices, launched plain or
-// with PDL. Each chained kernel loads its slice, then (under PDL) waits for its predecessor's grid,
-// then reads the word its predecessor wrote and writes that word + 1: so the chain is ordered
-// through memory, as a step's ops are, and a wait that let a kernel run early would be seen.
+// the same bytes with the HBM read kernel (kernels/hbm_read.cuh): one flat read, and `kernels`
+// dependent reads of equal slices, launched plain or with PDL. Each chained read loads its slice,
+// then (under PDL) waits for its predecessor's grid, then reads the word its predecessor wrote and
+// writes that word + 1: so the chain is ordered through memory, as a step's ops are, and a wait
+// that let a kernel run early would be seen.
 // The boundary cost is (chain - flat) / (kernels - 1).
 #pragma once
 
@@ -13,21 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/common.cuh"
-
 namespace megaops {
-
-struct BoundaryChainParams {
-  const void* data = nullptr;      // the kernel's slice, 16-byte aligned
-  size_t bytes = 0;                // multiple of 16
-  const unsigned* prev = nullptr;  // the predecessor's word (null: the first kernel, reads 0)
-  unsigned* out = nullptr;         // this kernel's word: *prev + 1
-  unsigned* sink = nullptr;        // written only on an impossible value, so no load is elided
-  LaunchOptions launch;
-};
-
-// One kernel of the chain; returns the launch status.
-cudaError_t boundary_chain_read(const BoundaryChainParams& p);
 
 struct BoundaryBenchResult {
   int kernels = 0;

@@ -1,7 +1,7 @@
 // The HBM read ceiling (see hbm_read.cuh). The kernel is deliberately the simplest thing that
 // saturates DRAM: a grid of full SMs, each thread with READ_UNROLL independent 16-byte loads in
 // flight, coalesced across the warp, no shared memory and no writes except an impossible-to-hit
-// sink that keeps the compiler from dropping the loads.
+// sink that keeps the compiler from dropping the loads (and, in a chain of reads, one word).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -28,7 +28,8 @@ __device__ __forceinline__ uint4 load_stream16(const uint4* p) {
 }
 
 __global__ void __launch_bounds__(READ_THREADS)
-    hbm_read_kernel(const uint4* data, size_t n_vec, unsigned* sink) {
+    hbm_read_kernel(const uint4* data, size_t n_vec, unsigned* sink, const unsigned* prev,
+                    unsigned* out) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   unsigned acc = 0;
@@ -42,6 +43,13 @@ __global__ void __launch_bounds__(READ_THREADS)
   for (; i < n_vec; i += stride) {
     const uint4 v = load_stream16(data + i);
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  // A chained read: its own bytes above (under PDL they stream while the read before it still
+  // runs: the PDL contract of kernels/common.cuh), the word of the read before it after the wait.
+  if (out != nullptr) {
+    pdl_wait();
+    pdl_launch_dependents();
+    if (blockIdx.x == 0 && threadIdx.x == 0) *out = (prev != nullptr ? *prev : 0u) + 1u;
   }
   // The buffer is filled with one repeated byte, so this never holds; the compiler cannot know.
   if (acc == 0x9e3779b9u) *sink = acc;
@@ -63,7 +71,7 @@ cudaError_t hbm_read(const HbmReadParams& p) {
   const unsigned grid =
       static_cast<unsigned>(std::min<size_t>(max_blocks, size_t(sm_count) * READ_BLOCKS_PER_SM));
   return launch_kernel(hbm_read_kernel, dim3(grid), dim3(READ_THREADS), 0, p.launch,
-                       static_cast<const uint4*>(p.data), n_vec, p.sink);
+                       static_cast<const uint4*>(p.data), n_vec, p.sink, p.prev, p.out);
 }
 
 double measure_hbm_read_gbps(size_t bytes, int iterations) {

@@ -16,6 +16,11 @@ struct HbmReadParams {
   size_t bytes = 0;            // multiple of 16
   unsigned* sink = nullptr;    // one word the kernel may write, so the reads cannot be elided
   LaunchOptions launch;
+  // A chain of reads ordered through memory (kernels/boundary_bench.cuh): after its bytes (and,
+  // launched with PDL, its wait for the read before it) the kernel writes *out = *prev + 1 (0 + 1
+  // without prev). Both null: a plain read.
+  const unsigned* prev = nullptr;
+  unsigned* out = nullptr;
 };
 
 // Reads every byte of `data` once with 16-byte loads; returns the launch status.

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "gpu_test_util.h"
 #include "kernels/boundary_bench.cuh"
+#include "kernels/hbm_read.cuh"
 
 namespace megaops {
 namespace {
@@ -38,8 +39,8 @@ TEST(BoundaryBench, RefusesBadSizes) {
   EXPECT_THROW(measure_kernel_boundaries(4096, 1, 3), InputError);
   EXPECT_THROW(measure_kernel_boundaries(8, 4, 3), InputError);
   EXPECT_THROW(measure_kernel_boundaries(4096, 4, 0), InputError);
-  BoundaryChainParams p;  // no buffers
-  EXPECT_EQ(boundary_chain_read(p), cudaErrorInvalidValue);
+  HbmReadParams p;  // no buffers
+  EXPECT_EQ(hbm_read(p), cudaErrorInvalidValue);
 }
 
 }  // namespace
