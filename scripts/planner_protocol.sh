@@ -107,7 +107,8 @@ fi
 checkpoints() {
   # shellcheck disable=SC2086
   [ -z "$CONFIGS" ] ||
-    python3 scripts/validate_planner.py checkpoint --configs $CONFIGS --out "$CKPT"
+    python3 scripts/validate_planner.py checkpoint --megaops "$BIN/megaops" --configs $CONFIGS \
+      --out "$CKPT"
 }
 
 if want profile; then

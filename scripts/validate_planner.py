@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The cut planner's validation protocol (docs/planner-validation.md, round 6), as steps.
 
-  checkpoint (the GPU host)  a random-weight checkpoint (config.json + model.safetensors, bf16) of
-                      a custom config.json, so `megaops profile` / `bench --model` run an
+  checkpoint (the GPU host)  a random-weight checkpoint of a custom config.json (`megaops
+                      init-random --config`), so `megaops profile` / `bench --model` run an
                       architecture no preset has (bench/planner-unseen/).
   plan     (any CPU)  for every case (model x batch x objective), `megaops plan --pool N` on the
                       frozen profiles; one pool file per case and a manifest with the git sha.
@@ -18,7 +18,7 @@
                       pass / fail, the paper's categories per model; markdown, JSON and a plot.
                       Also reads rounds 1-5's folders (no references).
 
-  selftest            checks the arithmetic, the grouping, the checkpoint format and a whole
+  selftest            checks the arithmetic, the grouping, the checkpoint step and a whole
                       plan + measure + report on synthetic data with a stand-in megaops (ctest).
 
 Only the standard library is needed, and matplotlib for the plot (skipped when absent).
@@ -29,10 +29,7 @@ import glob
 import hashlib
 import json
 import os
-import random
-import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -212,105 +209,32 @@ def reference_plan(name, decode, prefill, model, batch, objective):
 # checkpoint: a random-weight HF checkpoint of a custom config.json
 
 
-def expected_weights(cfg):
-    """(name, shape) of every tensor megaops' loader expects (src/graph/model_config.cpp)."""
-    h, i = cfg["hidden_size"], cfg["intermediate_size"]
-    heads = cfg["num_attention_heads"]
-    head_dim = cfg.get("head_dim") or h // heads
-    kv = cfg.get("num_key_value_heads", heads) * head_dim
-    q = heads * head_dim
-    qwen3 = cfg["architectures"][0] == "Qwen3ForCausalLM"
-    out = [("model.embed_tokens.weight", [cfg["vocab_size"], h])]
-    for layer in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{layer}."
-        out += [(p + "input_layernorm.weight", [h]), (p + "self_attn.q_proj.weight", [q, h]),
-                (p + "self_attn.k_proj.weight", [kv, h]), (p + "self_attn.v_proj.weight", [kv, h])]
-        if qwen3:
-            out += [(p + "self_attn.q_norm.weight", [head_dim]),
-                    (p + "self_attn.k_norm.weight", [head_dim])]
-        out += [(p + "self_attn.o_proj.weight", [h, q]),
-                (p + "post_attention_layernorm.weight", [h]),
-                (p + "mlp.gate_proj.weight", [i, h]), (p + "mlp.up_proj.weight", [i, h]),
-                (p + "mlp.down_proj.weight", [h, i])]
-    out.append(("model.norm.weight", [h]))
-    if not cfg.get("tie_word_embeddings", False):
-        out.append(("lm_head.weight", [cfg["vocab_size"], h]))
-    return out
-
-
-def _bf16_block(n, seed, norm):
-    """n bf16 values (little-endian bytes) of the HF initialiser's size, finite: matmul weights
-    uniform in about +-0.016..0.031 with random signs, norm weights 1 +- up to 1/16."""
-    rng = random.Random(seed)
-    raw = bytearray(rng.getrandbits(8) for _ in range(2 * n))
-    if norm:  # 1.0 = 0x3F80; mantissa bits random in the low 4 bits: 1 .. 1 + 15/128
-        raw[0::2] = bytes(0x80 | (b & 0x0F) for b in raw[0::2])
-        raw[1::2] = bytes([0x3F]) * n
-    else:  # exponent 121 (2^-6): high byte s0111100, low byte 1mmmmmmm
-        raw[1::2] = bytes((b & 0x80) | 0x3C for b in raw[1::2])
-        raw[0::2] = bytes(0x80 | (b & 0x7F) for b in raw[0::2])
-    return bytes(raw)
-
-
-def write_checkpoint(config_path, out, seed=0, log=print):
-    """config.json + model.safetensors (bf16) in `out`; values repeat a 1 MiB random block (the
-    timings do not depend on them; they are finite, as the loader checks). Written beside `out`
-    and renamed, so `out` is complete or absent; an existing complete one of the same config is
-    kept."""
-    with open(config_path) as f:
-        text = f.read()
-    cfg = json.loads(text)
-    stamp = hashlib.sha1((text + str(seed)).encode()).hexdigest()
-    done = os.path.join(out, ".complete")
-    if os.path.exists(done) and open(done).read().strip() == stamp:
-        log(f"{out}: already written from {config_path}")
-        return out
-    tensors = expected_weights(cfg)
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, shape in tensors:
-        n = 2
-        for d in shape:
-            n *= d
-        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + n]}
-        offset += n
-    head = json.dumps(header, separators=(",", ":")).encode()
-    head += b" " * (-len(head) % 8)  # the data starts 8-byte aligned
-    staged = out.rstrip("/") + f".partial-{os.getpid()}"
-    shutil.rmtree(staged, ignore_errors=True)
-    os.makedirs(staged)
-    block = {False: _bf16_block(1 << 19, seed, False), True: _bf16_block(1 << 12, seed + 1, True)}
-    with open(os.path.join(staged, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(head)))
-        f.write(head)
-        for name, shape in tensors:
-            n = 2
-            for d in shape:
-                n *= d
-            b = block[name.endswith("norm.weight")]
-            reps, rest = divmod(n, len(b))
-            for _ in range(reps):
-                f.write(b)
-            f.write(b[:rest])
-    shutil.copyfile(config_path, os.path.join(staged, "config.json"))
-    with open(os.path.join(staged, ".complete"), "w") as f:
-        f.write(stamp + "\n")
-    if os.path.isdir(out):
-        extra = set(os.listdir(out)) - {"config.json", "model.safetensors", ".complete"}
-        if extra:
-            shutil.rmtree(staged, ignore_errors=True)
-            sys.exit(f"{out}: holds other files ({', '.join(sorted(extra))}); not replaced")
-        shutil.rmtree(out)
+def write_checkpoint(megaops, config_path, out, seed=0, log=print):
+    """A random-weight checkpoint of `config_path` in `out`, written by `megaops init-random
+    --config` (bf16, tokenizer files included; `out` complete or absent). One already written from
+    the same config text and seed is kept: `out`.source beside it holds their sha1."""
+    with open(config_path, "rb") as f:
+        stamp = hashlib.sha1(f.read() + f"seed {seed}".encode()).hexdigest()
+    source = out.rstrip("/") + ".source"
+    if os.path.isdir(out) and os.path.exists(source):
+        with open(source) as f:
+            if f.read().strip() == stamp:
+                log(f"{out}: already written from {config_path}")
+                return out
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    os.rename(staged, out)
-    log(f"{out}: {len(tensors)} tensors, {offset / 1e9:.2f} GB (bf16) from {config_path}")
+    subprocess.run([megaops, "init-random", "--config", config_path, "--out", out, "--seed",
+                    str(seed), "--force"], check=True, stdout=subprocess.DEVNULL)
+    with open(source, "w") as f:
+        f.write(stamp + "\n")
+    log(f"{out}: written from {config_path}")
     return out
 
 
 def cmd_checkpoint(args):
     for config_dir in args.configs:
         name = os.path.basename(os.path.normpath(config_dir))
-        write_checkpoint(os.path.join(config_dir, "config.json"), os.path.join(args.out, name),
-                         args.seed)
+        write_checkpoint(args.megaops, os.path.join(config_dir, "config.json"),
+                         os.path.join(args.out, name), args.seed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1206,36 +1130,31 @@ def _selftest_categories():
 
 
 def _selftest_checkpoint(tmp):
-    cfg = {"architectures": ["Qwen3ForCausalLM"], "vocab_size": 64, "hidden_size": 16,
-           "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "head_dim": 8, "tie_word_embeddings": True}
+    """The checkpoint step runs `megaops init-random --config` once per config and seed."""
+    fake = os.path.join(tmp, "fake-init-random")
+    log = os.path.join(tmp, "init-random.log")
+    with open(fake, "w") as f:
+        f.write("#!/usr/bin/env python3\nimport os, shutil, sys\n"
+                "a = sys.argv[1:]\nassert a[0] == 'init-random', a\n"
+                "out = a[a.index('--out') + 1]\nos.makedirs(out, exist_ok=True)\n"
+                "shutil.copy(a[a.index('--config') + 1], os.path.join(out, 'config.json'))\n"
+                f"open({log!r}, 'a').write(' '.join(a) + '\\n')\n")
+    os.chmod(fake, 0o755)
     os.makedirs(os.path.join(tmp, "cfg"))
-    with open(os.path.join(tmp, "cfg", "config.json"), "w") as f:
-        json.dump(cfg, f)
+    config = os.path.join(tmp, "cfg", "config.json")
+    with open(config, "w") as f:
+        json.dump({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 16}, f)
     quiet = lambda *_: None  # noqa: E731
-    out = write_checkpoint(os.path.join(tmp, "cfg", "config.json"), os.path.join(tmp, "ckpt"),
-                           log=quiet)
-    with open(os.path.join(out, "model.safetensors"), "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    assert n % 8 == 0
-    header = json.loads(data[8:8 + n])
-    body = data[8 + n:]
-    names = [k for k in header if k != "__metadata__"]
-    assert len(names) == 1 + 2 * 11 + 1  # embed, 11 per Qwen 3 layer, final norm (tied head)
-    assert header["model.layers.1.self_attn.q_proj.weight"]["shape"] == [32, 16]
-    assert header["model.layers.0.self_attn.k_norm.weight"]["shape"] == [8]
-    end = max(v["data_offsets"][1] for k, v in header.items() if k != "__metadata__")
-    assert end == len(body)
-    for k in ("model.layers.0.mlp.down_proj.weight", "model.norm.weight"):
-        a, b = header[k]["data_offsets"]
-        for i in range(a, b, 2):
-            bits = body[i] | body[i + 1] << 8
-            assert (bits >> 7) & 0xFF != 0xFF  # finite
-            v = struct.unpack("<f", struct.pack("<I", bits << 16))[0]
-            assert (0.015 < abs(v) < 0.032) if "down" in k else (1.0 <= v < 1.13), (k, v)
-    # Written again from the same config: kept.
-    assert write_checkpoint(os.path.join(tmp, "cfg", "config.json"), out, log=quiet) == out
+    out = os.path.join(tmp, "ckpt", "cfg")
+    assert write_checkpoint(fake, config, out, log=quiet) == out
+    assert os.path.exists(os.path.join(out, "config.json"))
+    write_checkpoint(fake, config, out, log=quiet)  # the same config and seed: kept
+    write_checkpoint(fake, config, out, seed=1, log=quiet)  # another seed: written again
+    with open(log) as f:
+        calls = f.read().splitlines()
+    assert len(calls) == 2, calls
+    assert calls[0].endswith(f"--config {config} --out {out} --seed 0 --force"), calls
+    assert "--seed 1" in calls[1], calls
 
 
 def _selftest_measure(tmp):
@@ -1389,6 +1308,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     k = sub.add_parser("checkpoint", help="random-weight checkpoints of custom configs")
+    k.add_argument("--megaops", default="build/megaops")
     k.add_argument("--configs", nargs="+", required=True, help="directories with a config.json")
     k.add_argument("--out", required=True, help="one checkpoint per config: OUT/<dir name>")
     k.add_argument("--seed", type=int, default=0)

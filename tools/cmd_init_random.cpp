@@ -1,10 +1,10 @@
 // `megaops init-random`: writes a Hugging Face checkpoint directory (config.json + safetensors,
 // and tokenizer.json, tokenizer_config.json and generation_config.json of the family's format)
-// with deterministic random weights of a real architecture, so the whole pipeline, file format
-// and text in and out included, runs where no weights can be downloaded. Everything is written into
-// a staging directory beside --out and renamed to --out at the end, so --out is either complete or
-// absent: an interrupted run (SIGINT, SIGTERM, a full disk) removes what it staged and leaves
-// nothing half-written.
+// with deterministic random weights of a real architecture (a preset, or any config.json the
+// loader accepts), so the whole pipeline, file format and text in and out included, runs where no
+// weights can be downloaded. Everything is written into a staging directory beside --out and
+// renamed to --out at the end, so --out is either complete or absent: an interrupted run (SIGINT,
+// SIGTERM, a full disk) removes what it staged and leaves nothing half-written.
 #include <unistd.h>
 
 #include <cstdio>
@@ -74,21 +74,21 @@ void write_tokenizer_files(const ModelConfig& cfg, const fs::path& dir) {
 
 Runner add_init_random(CLI::App& app) {
   struct Opts {
-    std::string preset, out, dtype = "bf16";
+    std::string preset, config, out, dtype = "bf16";
     uint64_t seed = 0;
     double shard_gb = 4.0;
     bool force = false;
   };
   auto o = std::make_shared<Opts>();
   app.add_option(
-         "--preset", o->preset,
-         "architecture: " +
-             [] {
-               std::string s;
-               for (const auto& n : preset_names()) s += (s.empty() ? "" : ", ") + n;
-               return s;
-             }())
-      ->required();
+      "--preset", o->preset, "architecture: " + [] {
+        std::string s;
+        for (const auto& n : preset_names()) s += (s.empty() ? "" : ", ") + n;
+        return s;
+      }());
+  app.add_option("--config", o->config,
+                 "or the architecture of a Hugging Face config.json (a Llama 3 or Qwen 3 of any "
+                 "size the loader accepts)");
   app.add_option("--out", o->out, "output directory (new or empty, or any with --force)")
       ->required();
   add_seed_option(app, o->seed, "random seed (same seed, same weights)");
@@ -96,7 +96,11 @@ Runner add_init_random(CLI::App& app) {
   app.add_option("--shard-gb", o->shard_gb, "largest shard in GB before splitting");
   app.add_flag("--force", o->force, "replace --out if it exists (once the new one is written)");
   return [o]() {
-    const ModelConfig cfg = preset_config(o->preset);
+    if (o->preset.empty() == o->config.empty())
+      throw_input_error("--preset/--config", "",
+                        "give exactly one of --preset NAME or --config config.json");
+    const ModelConfig cfg =
+        o->config.empty() ? preset_config(o->preset) : read_model_config(o->config);
     DType dt;
     if (o->dtype == "bf16") {
       dt = DType::BF16;
@@ -138,7 +142,8 @@ Runner add_init_random(CLI::App& app) {
       fs::remove_all(staged, ec);
       throw;
     }
-    std::printf("wrote %s (%s, seed %llu)\n", o->out.c_str(), o->preset.c_str(),
+    std::printf("wrote %s (%s, seed %llu)\n", o->out.c_str(),
+                (o->preset.empty() ? o->config : o->preset).c_str(),
                 static_cast<unsigned long long>(o->seed));
     return 0;
   };

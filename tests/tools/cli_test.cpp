@@ -66,6 +66,54 @@ TEST(Cli, InitRandomWritesLoadableCheckpoint) {
   EXPECT_TRUE(fs::exists(tiny_checkpoint() / "model.safetensors"));
 }
 
+// --config: any config.json the loader accepts (here a Qwen 3 of a size no preset has): the
+// checkpoint loads with its shapes and runs; a bad config or both / neither of --preset and
+// --config is one error line.
+TEST(Cli, InitRandomFromAConfig) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("megaops-cfg-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const nlohmann::json cfg = {{"architectures", {"Qwen3ForCausalLM"}},
+                              {"model_type", "qwen3"},
+                              {"vocab_size", 320},
+                              {"hidden_size", 96},
+                              {"intermediate_size", 160},
+                              {"num_hidden_layers", 3},
+                              {"num_attention_heads", 6},
+                              {"num_key_value_heads", 2},
+                              {"head_dim", 32},
+                              {"max_position_embeddings", 256},
+                              {"rms_norm_eps", 1e-6},
+                              {"rope_theta", 1000000.0},
+                              {"tie_word_embeddings", true},
+                              {"bos_token_id", 1},
+                              {"eos_token_id", 2}};
+  std::ofstream(dir / "config.json") << cfg.dump();
+  const fs::path out = dir / "ckpt";
+  const Result r =
+      run_cli("init-random --config " + (dir / "config.json").string() + " --out " + out.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::ifstream f(out / "config.json");
+  const nlohmann::json written = nlohmann::json::parse(f);
+  EXPECT_EQ(written["hidden_size"], 96) << written;
+  EXPECT_EQ(written["num_hidden_layers"], 3) << written;
+  EXPECT_EQ(
+      run_cli("generate --cpu --model " + out.string() + " --prompt-ids 1,5 --max-new-tokens 2")
+          .status,
+      0);
+  std::ofstream(dir / "bad.json") << R"({"architectures": ["Qwen3ForCausalLM"]})";
+  const Result bad = run_cli("init-random --config " + (dir / "bad.json").string() + " --out " +
+                             out.string() + "2");
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_EQ(count_lines(bad.out), 1) << bad.out;
+  EXPECT_NE(bad.out.find("bad.json"), std::string::npos) << bad.out;
+  const Result both = run_cli("init-random --preset tiny-qwen3 --config " +
+                              (dir / "config.json").string() + " --out " + out.string() + "3");
+  EXPECT_EQ(both.status, 1) << both.out;
+  EXPECT_NE(both.out.find("--preset/--config"), std::string::npos) << both.out;
+  fs::remove_all(dir);
+}
+
 // Names in `parent` other than `keep`: what init-random left beside its output.
 std::vector<std::string> leftovers(const fs::path& parent, const std::string& keep) {
   std::vector<std::string> out;
