@@ -31,10 +31,11 @@
 # 14-15 s for an 8B; a bench process costs ~2.5 s (1B-class), ~4 s (3-4B), ~8 s (8B) before and
 # around its rows: ceiling child, weights, captures) and 2026-12-04-s27-call4's step times (a
 # 128-token generation: 0.15 s 1B-class, 0.31-0.37 s 3-4B, 0.62-0.64 s 8B):
-#   checkpoints ~0.5 min; profiles 16 presets ~2.4 min + 8 unseen ~1.0 min; plan ~0.3 min;
+#   kernel boundaries ~0.1 min; checkpoints (init-random --config, 14 GB) ~1 min; profiles 16
+#   presets ~2.4 min + 8 unseen ~1.0 min; plan ~0.3 min;
 #   measure (48 cases, ~12 configurations each; on pools of main at 6eb1565 from round 5's
 #   profiles, 81 bench processes, the longest ~30 s): step ~9 min, TTFT ~4.5 min;
-#   total ~18 min: two commands of PROTOCOL_BUDGET=580 just hold it; expect a short third.
+#   total ~19 min: two commands of PROTOCOL_BUDGET=580 just hold it; expect a short third.
 #   PROTOCOL_ROUNDS=2 (every block again in reverse order): measure ~22 min, total ~27 min.
 # The measure phase prints each bench process's seconds: the next estimate comes from them.
 set -u
