@@ -18,11 +18,12 @@ listed, and on a listed one that no longer exists (delete its entry: the list on
   python3 scripts/check_layers.py [--root DIR]     # check the tree (default: this repository)
   python3 scripts/check_layers.py selftest         # the checker catches a planted bad include
 """
-import argparse
 import os
 import re
 import sys
 import tempfile
+
+from tree_check import Expectations, main, write
 
 # Layer -> the layers its files may include (besides its own).
 RULES = {
@@ -105,12 +106,6 @@ def report(root):
 
 
 def selftest():
-    def write(root, rel, text):
-        path = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(text)
-
     def tree(extra):
         root = tempfile.mkdtemp(prefix="check_layers_")
         write(root, "src/core/error.h", "#pragma once\n#include <string>\n")
@@ -127,11 +122,7 @@ def selftest():
             write(root, rel, text)
         return root
 
-    failures = []
-
-    def expect(name, got, want):
-        if got != want:
-            failures.append(f"{name}: got {got}, want {want}")
+    expect = Expectations()
 
     v, s = check(tree({}))
     expect("clean tree", (len(v), len(s)), (0, 0))
@@ -168,19 +159,8 @@ def selftest():
     # And the check of this repository's own tree runs (its result is the ctest check_layers).
     check(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-    for f in failures:
-        print("FAIL", f)
-    print("selftest:", "ok" if not failures else f"{len(failures)} failure(s)")
-    return 1 if failures else 0
-
-
-def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "selftest":
-        return selftest()
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    return report(ap.parse_args().root)
+    return expect.finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(__doc__, report, selftest))

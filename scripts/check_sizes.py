@@ -16,11 +16,12 @@ The check fails on an offender that is not listed, and on a listed one that no l
   python3 scripts/check_sizes.py [--root DIR]     # check the tree (default: this repository)
   python3 scripts/check_sizes.py selftest         # the checker catches a planted oversize file/function
 """
-import argparse
 import os
 import re
 import sys
 import tempfile
+
+from tree_check import Expectations, main, write
 
 MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 150
@@ -289,12 +290,6 @@ def report(root):
 
 
 def selftest():
-    def write(root, rel, text):
-        path = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(text)
-
     def body(n):
         """A function definition spanning exactly n lines, with braces in a string, a char and
         comments (which must not count) and a lambda (which must)."""
@@ -319,11 +314,7 @@ def selftest():
             write(root, rel, text)
         return root
 
-    failures = []
-
-    def expect(name, got, want):
-        if got != want:
-            failures.append(f"{name}: got {got}, want {want}")
+    expect = Expectations()
 
     v, s = check(tree({}))
     expect("clean tree", (v, s), ([], []))
@@ -366,19 +357,8 @@ def selftest():
     # And the check of this repository's own tree runs (its result is the ctest check_sizes).
     check(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-    for f in failures:
-        print("FAIL", f)
-    print("selftest:", "ok" if not failures else f"{len(failures)} failure(s)")
-    return 1 if failures else 0
-
-
-def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "selftest":
-        return selftest()
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    return report(ap.parse_args().root)
+    return expect.finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(__doc__, report, selftest))
