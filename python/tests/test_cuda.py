@@ -4,16 +4,14 @@ logits come back as a CUDA tensor whose argmax is the token, and megaops.cuda_op
 with PyTorch references on fresh random inputs (tolerances next to each assert). Skipped without
 PyTorch, without a CUDA device, or with a module built without CUDA; on such a machine the
 Executor's constructor must raise its one error, which the last test checks."""
-import os
 import subprocess
 
 import numpy as np
 import pytest
 
 import megaops
+from conftest import CLI
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CLI = os.environ.get("MEGAOPS_CLI", os.path.join(ROOT, "build", "megaops"))
 
 try:
     import torch
@@ -29,14 +27,6 @@ needs_gpu = pytest.mark.skipif(
            f"megaops.has_cuda: {megaops.has_cuda})")
 
 PROMPT = [1, 17, 256, 3, 99, 100, 42, 7, 511, 64, 5]  # the tiny presets' vocabulary is 512
-
-
-@pytest.fixture(scope="module", params=["tiny-llama3", "tiny-qwen3"])
-def ckpt(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp(request.param) / "ckpt"
-    subprocess.run([CLI, "init-random", "--preset", request.param, "--out", str(out), "--seed",
-                    "3"], check=True, capture_output=True)
-    return str(out)
 
 
 @needs_gpu
