@@ -125,25 +125,19 @@ std::vector<Section> sections_of(const BenchOpts& o, const std::vector<int>& bat
   } else if (o.step_flags) {
     // Today's rows: every PDL mode of the conventional backend, one row of the overlap step.
     Section s;
-    const std::vector<bool> pdl_modes =
-        o.pdl == "both" ? std::vector<bool>{false, true} : std::vector<bool>{o.pdl == "on"};
-    if (o.backend == "conventional" || o.backend == "both")
-      for (bool pdl : pdl_modes) {
-        ExecutorOptions m = eo;
-        m.backend = DecodeBackend::Conventional;
-        m.pdl = pdl;
-        PlanChoice c{PlanKind::Flags, {}, "flags"};
-        settle_plan(c, m);
-        s.items.push_back({c, batches});
-      }
-    if (o.backend == "overlap" || o.backend == "both") {
+    auto add_row = [&](DecodeBackend backend, bool pdl) {
       ExecutorOptions m = eo;
-      m.backend = DecodeBackend::Overlap;
-      m.pdl = false;
+      m.backend = backend;
+      m.pdl = pdl;
       PlanChoice c{PlanKind::Flags, {}, "flags"};
       settle_plan(c, m);
       s.items.push_back({c, batches});
-    }
+    };
+    const std::vector<bool> pdl_modes =
+        o.pdl == "both" ? std::vector<bool>{false, true} : std::vector<bool>{o.pdl == "on"};
+    if (o.backend == "conventional" || o.backend == "both")
+      for (bool pdl : pdl_modes) add_row(DecodeBackend::Conventional, pdl);
+    if (o.backend == "overlap" || o.backend == "both") add_row(DecodeBackend::Overlap, false);
     sections.push_back(s);
   } else {
     // Each batch its default plan; batches of one plan share an item.

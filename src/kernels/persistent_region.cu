@@ -3,6 +3,7 @@
 // this step's. Tests run it on real schedules to check the loop's order and memory ordering
 // without any op's arithmetic in the way.
 #include "kernels/persistent_region.cuh"
+#include "kernels/tile_sync.cuh"
 
 namespace megaops {
 
@@ -80,16 +81,16 @@ cudaError_t launch_persistent_region_probe(const PersistentRegionProbeParams& p,
 }
 
 cudaError_t persistent_region_probe_max_resident_ctas(int* out) {
-  int device = 0, sms = 0, per_sm = 0;
-  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
-  if (cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  int sms = 0;
+  if (cudaError_t err = current_device_attribute(cudaDevAttrMultiProcessorCount, &sms);
       err != cudaSuccess)
     return err;
-  if (cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &per_sm, persistent_region_probe_kernel, PERSISTENT_REGION_PROBE_THREADS, 0);
+  KernelFootprint f;
+  if (cudaError_t err = kernel_footprint(persistent_region_probe_kernel, 0,
+                                         PERSISTENT_REGION_PROBE_THREADS, 0, &f);
       err != cudaSuccess)
     return err;
-  *out = per_sm * sms;
+  *out = f.blocks_per_sm * sms;
   return cudaSuccess;
 }
 
