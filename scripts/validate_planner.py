@@ -42,7 +42,7 @@ PROMPT_TOKENS = 32  # bench's --prompt in `measure`, the profiles' context
 SELECTORS = ["planner", "additive", "no_overlap"]
 MIN_POOL = 8  # measured pool candidates a case needs to count
 
-# Issue #39 item 4's goals, the ones the report judges (printed in it).
+# The round's goals (docs/planner-validation.md), the ones the report judges (printed in it).
 GOAL_HIT_RATE = 0.95          # pick = fastest measured (by anything) in this share of the cases
 GOAL_WORST_REGRET = 0.02      # measured(pick) / fastest measured in the case - 1, worst case
 GOAL_MEDIAN_ABS_ERROR = 0.08  # |predicted - measured| / measured over the pools' candidates
@@ -648,7 +648,7 @@ def summarize(cases, planned=None):
 
 
 def goals(summary):
-    """The three goals of issue #39 item 4: [(name, value, target, met)]. Worst regret is only
+    """The round's three goals: [(name, value, target, met)]. Worst regret is only
     met when every planned case was scored with its pick measured (else a regret is unknown)."""
     p = summary.get("planner")
     # Every planned case scored with the pick measured: else a regret is unknown.
@@ -825,7 +825,7 @@ def cmd_report(args):
              f"{args.min_pool} candidates; {refs}. Regret and pick = fastest are against the "
              "fastest configuration measured in the case by anything (pool or reference); an "
              "unmeasured case counts as a miss.", ""]
-    lines += ["## Goals (issue #39 item 4)", "", "| goal | measured | target | met |",
+    lines += ["## Goals", "", "| goal | measured | target | met |",
               "| --- | --- | --- | --- |"]
     for name, value, target, met in goals(summary):
         lines.append(f"| {name} | {pct(value, 2) if value is not None else '-'} | {target} | "

@@ -14,7 +14,7 @@
 //     ring version reads all of x once per row: 2 bytes of x per byte of W from shared memory);
 //     x sits in shared memory as bf16 (what it is in global memory, and what the folds round to),
 //     a lane converting its 8 values of a stage (16 contiguous bytes a lane, 256 a half warp: no
-//     bank conflict); at 2 bytes an element (it was fp32 until the seventeenth session) the 1B's
+//     bank conflict); at 2 bytes an element (half of fp32's footprint) the 1B's
 //     down projection (k = 8192, 81 KB a CTA with 4 slots) fits on an SM beside two CTAs of the
 //     gate_up before it (69 KB each), so it can start and stream while they finish;
 //   - a row's partial sums meet once per row block: a shuffle over the 16 lanes of a half warp,
@@ -270,8 +270,8 @@ __device__ __forceinline__ void bulk_load_x(const StreamMatmulArgs& a, bf16* xs,
 
 // Units of gate|up that a thread of the bulk kernel loads before it computes any
 // (bulk_silu_fold_x): 4 x 2 float4 = 32 registers, 37 KB in flight per CTA, so one round covers
-// a row of k <= 4608 and the 1B's down projection (k = 8192) takes two. It was 8 (64 registers)
-// until the eighteenth session: 4 keeps the m = 1 kernel within 72 registers (below).
+// a row of k <= 4608 and the 1B's down projection (k = 8192) takes two. 8 would take 64
+// registers: 4 keeps the m = 1 kernel within 72 registers (below).
 constexpr int BK_SILU_BATCH = 4;
 
 // x for the bulk kernel with a folded SwiGLU (kernels/act_fold.cuh): row b < m, element i < k is
