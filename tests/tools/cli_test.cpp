@@ -32,15 +32,23 @@ using Result = megaops::testing::CliResult;
 using megaops::testing::count_lines;
 using megaops::testing::run_cli;
 
-// A tiny checkpoint written once by `init-random` for the whole suite.
+// A tiny checkpoint written once by `init-random` for the whole suite, removed at exit (an
+// earlier process of the same pid may have left one: it is replaced).
 const fs::path& tiny_checkpoint() {
-  static const fs::path dir = [] {
-    fs::path d = fs::path(::testing::TempDir()) / ("megaops-cli-" + std::to_string(getpid()));
-    const Result r = run_cli("init-random --preset tiny-llama3 --out " + d.string());
-    EXPECT_EQ(r.status, 0) << r.out;
-    return d;
-  }();
-  return dir;
+  struct Checkpoint {
+    fs::path dir = fs::path(::testing::TempDir()) / ("megaops-cli-" + std::to_string(getpid()));
+    Checkpoint() {
+      fs::remove_all(dir);
+      const Result r = run_cli("init-random --preset tiny-llama3 --out " + dir.string());
+      EXPECT_EQ(r.status, 0) << r.out;
+    }
+    ~Checkpoint() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  };
+  static const Checkpoint checkpoint;
+  return checkpoint.dir;
 }
 
 void expect_one_line_error(const Result& r, const std::string& must_contain) {
