@@ -69,6 +69,14 @@ cudaError_t decode_attention_footprint(const DecodeAttentionParams& p, KernelFoo
                                        KernelFootprint* combine);
 cudaError_t preload_attention_kernels();
 
+// The per-query-head kernel a persistent region's attention task runs to compute what
+// launch_decode_attention_split(p) computes (kernels/persistent_region_ops.cuh), and the launch's
+// split count: cudaErrorNotSupported where that launch takes a CTA per kv head group instead
+// (batches whose query heads outnumber the SMs) or the tiled kernel (more than 8 query heads per
+// kv head).
+cudaError_t decode_attention_region_variant(const DecodeAttentionParams& p, int* variant,
+                                            int* splits);
+
 struct PrefillAttentionParams {
   const bf16* q = nullptr;  // [t, num_heads, head_dim]
   const bf16* k_cache = nullptr;

@@ -33,10 +33,6 @@ size_t decode_smem_bytes(int group, int head_dim) {
          sizeof(float) * (static_cast<size_t>(group) * head_dim + group * DECODE_TILE + 3 * group);
 }
 
-__device__ __forceinline__ void decode_merge_if_last(const DecodeAttentionParams& p, int splits,
-                                                     int bi, int kv_head, int n_active,
-                                                     int arrivals);
-
 // One tile = (sequence bi, kv head, split). Must be called by all DECODE_THREADS threads with
 // decode_smem_bytes() of dynamic shared memory at `smem` (16-byte aligned).
 __device__ __forceinline__ void decode_attention_split(const DecodeAttentionParams& p, int splits,
@@ -179,29 +175,6 @@ __device__ __forceinline__ void decode_attention_split(const DecodeAttentionPara
     decode_merge_if_last(p, splits, bi, kv_head, plan.n_active, plan.n_active);
 }
 
-// Merges the partials of the active splits for query heads [head0, head0 + nheads) of sequence
-// bi; the calling CTA's threads stride over (head, dim). Partials are read with ordinary loads:
-// in the fused path another CTA wrote them during this launch (see decode_merge_if_last).
-__device__ __forceinline__ void decode_combine_heads(const DecodeAttentionParams& p, int splits,
-                                                     int bi, int head0, int nheads, int n_active) {
-  const int hd = p.head_dim;
-  const float* ws_o = p.workspace;
-  const float* ws_ml = p.workspace + static_cast<int64_t>(p.b) * p.num_heads * splits * hd;
-  for (int idx = threadIdx.x; idx < nheads * hd; idx += blockDim.x) {
-    const int h = head0 + idx / hd, d = idx % hd;
-    const int64_t part0 = (static_cast<int64_t>(bi) * p.num_heads + h) * splits;
-    float m = -INFINITY;
-    for (int s = 0; s < n_active; ++s) m = fmaxf(m, ws_ml[2 * (part0 + s)]);
-    float den = 0.0f, o = 0.0f;
-    for (int s = 0; s < n_active; ++s) {
-      const float w = exp2f(ws_ml[2 * (part0 + s)] - m);
-      den += ws_ml[2 * (part0 + s) + 1] * w;
-      o += ws_o[(part0 + s) * hd + d] * w;
-    }
-    p.out[(static_cast<int64_t>(bi) * p.num_heads + h) * hd + d] = __float2bfloat16(o / den);
-  }
-}
-
 // One tile = (sequence bi, query head h): merges the partials of the active splits.
 __device__ __forceinline__ void decode_attention_combine(const DecodeAttentionParams& p, int splits,
                                                          int bi, int head) {
@@ -209,30 +182,6 @@ __device__ __forceinline__ void decode_attention_combine(const DecodeAttentionPa
   const DecodeSplitPlan plan = decode_split_plan(ctx, splits);
   if (plan.n_active <= 1) return;  // written directly by the split kernel
   decode_combine_heads(p, splits, bi, head, 1, plan.n_active);
-}
-
-// Fused combine (p.done_counters set): called by every thread of an active split CTA after its
-// partial writes. The CTA that completes a (sequence, kv head) group last merges the group's
-// partials and puts the group's counter back to zero for the next launch. Ordering: the barrier
-// orders the CTA's partial writes before thread 0's acq_rel add (cumulativity publishes them);
-// the last adder's acquire reads the release sequence of every earlier add, and the second
-// barrier extends that to the CTA's other threads.
-// `arrivals`: the group's active CTAs (n_active, or n_active x G when a CTA serves one query head).
-__device__ __forceinline__ void decode_merge_if_last(const DecodeAttentionParams& p, int splits,
-                                                     int bi, int kv_head, int n_active,
-                                                     int arrivals) {
-  __shared__ int is_last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    uint32_t* counter = p.done_counters + static_cast<int64_t>(bi) * p.num_kv_heads + kv_head;
-    const uint32_t before = atom_add_acq_rel_gpu(counter, 1u);
-    is_last = before + 1 == static_cast<uint32_t>(arrivals);
-    if (is_last) st_relaxed_gpu(counter, 0u);  // every active CTA of the group has added
-  }
-  __syncthreads();
-  if (!is_last) return;
-  const int group = p.num_heads / p.num_kv_heads;
-  decode_combine_heads(p, splits, bi, kv_head * group, group, n_active);
 }
 
 size_t decode_fast_smem_bytes(int group, int head_dim) {
@@ -433,6 +382,25 @@ cudaError_t launch_decode_attention(const DecodeAttentionParams& p) {
   // With done_counters the split kernel merges its own partials.
   if (err != cudaSuccess || splits == 1 || p.done_counters != nullptr) return err;
   return launch_decode_attention_combine(p);
+}
+
+cudaError_t decode_attention_region_variant(const DecodeAttentionParams& p, int* variant,
+                                            int* splits) {
+  int s = 0;
+  if (const cudaError_t err = decode_attention_check(p, &s); err != cudaSuccess) return err;
+  if (s == 0) return cudaErrorInvalidValue;
+  if (p.num_heads / p.num_kv_heads > DECODE_FAST_MAX_GROUP) return cudaErrorNotSupported;
+  // decode_split_kernel's tables, by the same index (decode_attention_per_head_unit).
+  const int li = p.head_dim <= 64 ? 0 : p.head_dim <= 128 ? 1 : 2;
+  if (p.rope.on()) {
+    *variant = 3 + li;  // decode_attention_check admitted the fold: head_dim <= 128
+  } else if (decode_per_head_by_grid(p, s)) {
+    *variant = li;
+  } else {
+    return cudaErrorNotSupported;
+  }
+  *splits = s;
+  return cudaSuccess;
 }
 
 cudaError_t decode_attention_footprint(const DecodeAttentionParams& p, KernelFootprint* split,

@@ -3,16 +3,12 @@
 // (kernels/rope_fold.cuh). See attention_decode.cu for the decode scheme.
 #pragma once
 
+#include "kernels/attention_decode_merge.cuh"
 #include "kernels/attention_impl.cuh"
 #include "kernels/qkv_rope_row.cuh"
 
 namespace megaops {
 namespace {
-
-// Defined in attention_decode.cu (the fused combine); the fast kernel merges through it.
-__device__ __forceinline__ void decode_merge_if_last(const DecodeAttentionParams& p, int splits,
-                                                     int bi, int kv_head, int n_active,
-                                                     int arrivals);
 
 // The rope fold's shared memory (kernels/rope_fold.cuh): bf16 rows of ROPE_FOLD_MAX_HEAD_DIM, the
 // CTA's q row first, then the k rows, then the v rows of the launch's rows. Static, so only the
@@ -440,6 +436,36 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
                                         has_dims, plan.n_active, out, m, l, acc, smem);
   if (plan.n_active > 1 && p.done_counters != nullptr)
     decode_merge_if_last(p, splits, bi, kv_head, plan.n_active, plan.n_active * group / nh);
+}
+
+// The per-query-head kernels by variant, as decode_split_kernel (attention_decode.cu) picks them
+// (its per_head_table by head_dim class, 0-2, and its fold_table, 3-4) and
+// decode_attention_region_variant names them: the CTA (bi, head, split) of that launch, for a
+// persistent region's attention task, which runs a head's CTAs in turn.
+__device__ __forceinline__ void decode_attention_per_head_unit(int variant,
+                                                               const DecodeAttentionParams& p,
+                                                               int splits, int bi, int head,
+                                                               int split, unsigned char* smem) {
+  constexpr int U = DECODE_FAST_UNROLL, H = DECODE_FAST_UNROLL_HEAD;
+  switch (variant) {
+    case 0:
+      decode_attention_fast<1, 8, U, true, false>(p, splits, bi, head, split, 0, smem);
+      break;
+    case 1:
+      decode_attention_fast<1, 16, H, true, false>(p, splits, bi, head, split, 0, smem);
+      break;
+    case 2:
+      decode_attention_fast<1, 32, H, true, false>(p, splits, bi, head, split, 0, smem);
+      break;
+    case 3:
+      decode_attention_fast<1, 8, U, true, true>(p, splits, bi, head, split, 0, smem);
+      break;
+    case 4:
+      decode_attention_fast<1, 16, H, true, true>(p, splits, bi, head, split, 0, smem);
+      break;
+    default:
+      break;
+  }
 }
 
 }  // namespace

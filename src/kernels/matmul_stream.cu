@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(ST_THREADS, 1)
       const int row = rb * ST_ROWS + warp;
 #pragma unroll
       for (int b = 0; b < M; ++b) {
-        const float v = warp_sum(acc[b][0] + acc[b][1]);
+        const float v = stream_warp_sum(acc[b][0] + acc[b][1]);
         acc[b][0] = acc[b][1] = 0.f;
         if (lane == 0 && b < a.m && row < a.n)
           store_y(y + static_cast<int64_t>(b) * a.ldy + row, v);

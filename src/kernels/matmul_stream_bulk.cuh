@@ -142,20 +142,23 @@ constexpr int BK_FOLD_KEEP = 2;
 // x for the bulk kernel with a folded norm (kernels/norm_fold.cuh): row b < m is
 // bf16(r / sqrt(mean(r^2) + eps) * weight) with r = residual + delta, into xs ([M][kpad] bf16,
 // row b at b * chunks_per_row 16-byte chunks), zero past k and past m; CTA 0 also writes r to
-// residual_out. add_rmsnorm's arithmetic on add_rmsnorm's threads (kernels/rmsnorm_row.cuh):
+// residual_out (`write_residual`; the standalone kernel's CTA 0, a region's first tile of the op).
+// add_rmsnorm's arithmetic on add_rmsnorm's threads (kernels/rmsnorm_row.cuh):
 // thread t < RMSNORM_THREADS (the consumer warps) owns vectors t, t + RMSNORM_THREADS, ... of each
 // row, so x and r match its output bit for bit. r waits in the owner's registers between the
 // passes (BK_FOLD_KEEP vectors; any further ones are formed again). Every thread of the CTA calls
-// it (the block sums' barriers); the producer warp adds zeros. `scratch`: RMSNORM_WARPS floats of
+// it (the block sums' barriers); threads past RMSNORM_THREADS (the producer warp) add zeros.
+// THREADS: the CTA's threads (BK_THREADS, or RMSNORM_THREADS in a persistent region). `scratch`:
+// RMSNORM_WARPS floats of
 // shared memory nobody else uses until the barrier after this. The norm's gain is already in xs
 // (bulk_fold_stage_weight, before the wait), where each owner reads its vector and writes x over
 // it. The first pass only loads (r's residual_out copy waits for the second), so an owner's
 // loads of all its vectors are in flight together: one L2 round trip after the wait instead of
 // one per vector, and none for the gain, which is a miss queued behind the ring's fill otherwise
 // (the 8B's QKV had x after 3.5 us, its gate_up after 3.7, traced in 2026-12-01-s23-call1).
-template <int M>
+template <int M, int THREADS = BK_THREADS>
 __device__ __forceinline__ void bulk_fold_x(const StreamMatmulArgs& a, bf16* xs, int chunks_per_row,
-                                            float* scratch) {
+                                            float* scratch, bool write_residual) {
   static_assert(RMSNORM_THREADS == BK_WARPS * 32, "the consumer warps are add_rmsnorm's CTA");
   const NormFold& f = a.fold;
   const int vecs = a.k / 8;
@@ -163,13 +166,13 @@ __device__ __forceinline__ void bulk_fold_x(const StreamMatmulArgs& a, bf16* xs,
   const bool owner = t < RMSNORM_THREADS;
   for (int b = 0; b < M; ++b) {  // b < a.m is the same on every thread
     uint4* x = reinterpret_cast<uint4*>(xs) + b * chunks_per_row;
-    for (int v = (b < a.m ? vecs : 0) + t; v < chunks_per_row; v += BK_THREADS)
+    for (int v = (b < a.m ? vecs : 0) + t; v < chunks_per_row; v += THREADS)
       x[v] = make_uint4(0u, 0u, 0u, 0u);
     if (b >= a.m) continue;
     const int64_t row = static_cast<int64_t>(b) * a.k;
     const float4* res = reinterpret_cast<const float4*>(f.residual + row);
     const float4* delta = f.delta ? reinterpret_cast<const float4*>(f.delta + row) : nullptr;
-    float4* res_out = blockIdx.x == 0 && f.residual_out
+    float4* res_out = write_residual && f.residual_out
                           ? reinterpret_cast<float4*>(f.residual_out + row)
                           : nullptr;
     // r of vector v (residual + delta, add_rmsnorm's additions).
@@ -249,20 +252,20 @@ __device__ __forceinline__ void bulk_fold_stage_weight(const StreamMatmulArgs& a
 // loaded before any is stored, so a row of k = 14336 (the 8B's down projection: 1792 chunks over
 // 288 threads) takes two L2 round trips after the wait instead of seven.
 constexpr int BK_X_BATCH = 4;
-template <int M>
+template <int M, int THREADS = BK_THREADS>
 __device__ __forceinline__ void bulk_load_x(const StreamMatmulArgs& a, bf16* xs,
                                             int chunks_per_row) {
   const int total = M * chunks_per_row;
-  for (int i0 = static_cast<int>(threadIdx.x); i0 < total; i0 += BK_X_BATCH * BK_THREADS) {
+  for (int i0 = static_cast<int>(threadIdx.x); i0 < total; i0 += BK_X_BATCH * THREADS) {
     uint4 v[BK_X_BATCH];
 #pragma unroll
     for (int j = 0; j < BK_X_BATCH; ++j) {
-      const int i = i0 + j * BK_THREADS;
+      const int i = i0 + j * THREADS;
       v[j] = i < total ? x_chunk(a, i, chunks_per_row) : make_uint4(0u, 0u, 0u, 0u);
     }
 #pragma unroll
     for (int j = 0; j < BK_X_BATCH; ++j) {
-      const int i = i0 + j * BK_THREADS;
+      const int i = i0 + j * THREADS;
       if (i < total) reinterpret_cast<uint4*>(xs)[i] = v[j];
     }
   }
@@ -284,7 +287,7 @@ constexpr int BK_SILU_BATCH = 4;
 // float4 each) before computing any. Warp w's j-th unit of a round lies in a 32-unit block (512
 // contiguous bytes of gate, and of up, per load instruction; 256 contiguous bytes of xs per
 // store), lane l taking its unit l.
-template <int M>
+template <int M, int THREADS = BK_THREADS>
 __device__ __forceinline__ void bulk_silu_fold_x(const StreamMatmulArgs& a, bf16* xs,
                                                  int chunks_per_row) {
   const int units_per_row = 2 * chunks_per_row;  // a multiple of 256: blocks never straddle rows
@@ -304,12 +307,12 @@ __device__ __forceinline__ void bulk_silu_fold_x(const StreamMatmulArgs& a, bf16
       }
   };
   for (int u0 = 32 * (static_cast<int>(threadIdx.x) >> 5); u0 < total;
-       u0 += BK_SILU_BATCH * BK_THREADS) {
+       u0 += BK_SILU_BATCH * THREADS) {
     float4 g[BK_SILU_BATCH], u[BK_SILU_BATCH];
 #pragma unroll
     for (int j = 0; j < BK_SILU_BATCH; ++j) {
       int b, q;
-      locate(u0 + j * BK_THREADS + lane, b, q);
+      locate(u0 + j * THREADS + lane, b, q);
       g[j] = u[j] = zero;
       if (b < a.m && q < k_units) {
         const float4* row = reinterpret_cast<const float4*>(a.silu_fold.gate_up +
@@ -321,7 +324,7 @@ __device__ __forceinline__ void bulk_silu_fold_x(const StreamMatmulArgs& a, bf16
 #pragma unroll
     for (int j = 0; j < BK_SILU_BATCH; ++j) {
       int b, q;
-      locate(u0 + j * BK_THREADS + lane, b, q);
+      locate(u0 + j * THREADS + lane, b, q);
       if (q >= units_per_row) continue;  // past the last row (u >= total)
       uint2 v = make_uint2(0u, 0u);
       if (b < a.m && q < k_units) {
@@ -550,7 +553,7 @@ __global__ void __launch_bounds__(BK_THREADS, M == 1 ? 3 : 1)
   // outputs, read the same way). The producer lane issues nothing here (the ring is full until the
   // consumers release a slot).
   if (a.fold.on()) {
-    bulk_fold_x<M>(a, xs, x_chunks_per_row, red);  // red is free until the main loop
+    bulk_fold_x<M>(a, xs, x_chunks_per_row, red, blockIdx.x == 0);  // red: free until the loop
   } else if (a.silu_fold.on()) {
     bulk_silu_fold_x<M>(a, xs, x_chunks_per_row);
   } else {

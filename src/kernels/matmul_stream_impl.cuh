@@ -69,7 +69,7 @@ __device__ __forceinline__ void cp_async_wait_pending(int pending) {
   }
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
+__device__ __forceinline__ float stream_warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

@@ -13,59 +13,6 @@
 namespace megaops {
 namespace {
 
-// The delta input of type DeltaT (null when absent or of the other type).
-template <typename DeltaT>
-__device__ __forceinline__ const DeltaT* delta_input(const AddRmsNormParams& p) {
-  if constexpr (std::is_same<DeltaT, float>::value) {
-    return p.delta_f32;
-  } else {
-    static_assert(std::is_same<DeltaT, bf16>::value, "delta is bf16 or fp32");
-    return p.delta;
-  }
-}
-
-// Elements [8 * v, 8 * v + 8) of a row as floats: one 16-byte load for bf16, two for fp32.
-__device__ __forceinline__ void load8(const bf16* row, int v, float* f) {
-  bf16x8_to_float(reinterpret_cast<const uint4*>(row)[v], f);
-}
-__device__ __forceinline__ void load8(const float* row, int v, float* f) {
-  const float4* r = reinterpret_cast<const float4*>(row);
-  const float4 a = r[2 * v], b = r[2 * v + 1];
-  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w;
-  f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
-}
-
-// One tile = one row; must be called by all RMSNORM_THREADS threads of the CTA. DeltaT is the type
-// of the delta input (bf16: p.delta, float: p.delta_f32); with neither set, any DeltaT works.
-template <typename DeltaT>
-__device__ void add_rmsnorm_row(const AddRmsNormParams& p, int row) {
-  __shared__ float scratch[RMSNORM_WARPS];
-  const int vecs = p.n / 8;
-  float4* res = reinterpret_cast<float4*>(p.residual + static_cast<int64_t>(row) * p.n);
-  const DeltaT* delta_in = delta_input<DeltaT>(p);
-  const DeltaT* delta = delta_in ? delta_in + static_cast<int64_t>(row) * p.n : nullptr;
-  float sumsq = 0.0f;
-  for (int v = threadIdx.x; v < vecs; v += RMSNORM_THREADS) {
-    float4 a = res[2 * v], b = res[2 * v + 1];
-    if (delta) {
-      float d[8];
-      load8(delta, v, d);
-      rmsnorm_add8(a, b, d);
-      res[2 * v] = a;
-      res[2 * v + 1] = b;
-    }
-    sumsq = rmsnorm_sumsq8(sumsq, a, b);
-  }
-  if (!p.out) return;
-  const float inv_rms = rmsnorm_inv_rms(rmsnorm_block_sum(sumsq, scratch), p.n, p.eps);
-  const uint4* weight = reinterpret_cast<const uint4*>(p.weight);
-  uint4* out = reinterpret_cast<uint4*>(p.out + static_cast<int64_t>(row) * p.n);
-  for (int v = threadIdx.x; v < vecs; v += RMSNORM_THREADS) {
-    const float4 a = res[2 * v], b = res[2 * v + 1];
-    out[v] = rmsnorm_scale8(a, b, weight[v], inv_rms);
-  }
-}
-
 template <typename DeltaT>
 __global__ void __launch_bounds__(RMSNORM_THREADS) add_rmsnorm_kernel(AddRmsNormParams p) {
   // residual and delta are both written by predecessors; only the norm weight is constant, and it

@@ -5,7 +5,6 @@
 // kernels/silu_mul_row.cuh, shared with the matmul that folds this op (kernels/act_fold.cuh), which
 // must compute the same bits.
 #include <algorithm>
-#include <type_traits>
 
 #include "kernels/silu_mul.cuh"
 #include "kernels/silu_mul_row.cuh"
@@ -14,45 +13,6 @@ namespace megaops {
 namespace {
 
 constexpr int SILU_MUL_THREADS = 256;
-
-// The gate_up input of type T: p.gate_up for bf16, p.gate_up_f32 for float.
-template <typename T>
-__device__ __forceinline__ const T* gate_up_input(const SiluMulParams& p) {
-  if constexpr (std::is_same<T, float>::value) {
-    return p.gate_up_f32;
-  } else {
-    static_assert(std::is_same<T, bf16>::value, "gate_up is bf16 or fp32");
-    return p.gate_up;
-  }
-}
-
-// 8 consecutive elements as 4 float2 pairs: one 16-byte load for bf16, two for fp32.
-__device__ __forceinline__ void load8(const bf16* src, float2* f) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(src);
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) f[i] = __bfloat1622float2(h[i]);
-}
-__device__ __forceinline__ void load8(const float* src, float2* f) {
-  const float4 a = reinterpret_cast<const float4*>(src)[0];
-  const float4 b = reinterpret_cast<const float4*>(src)[1];
-  f[0] = make_float2(a.x, a.y), f[1] = make_float2(a.z, a.w);
-  f[2] = make_float2(b.x, b.y), f[3] = make_float2(b.z, b.w);
-}
-
-// One tile = 8 consecutive outputs of one row; vec indexes [m, inter / 8] in row-major order. T is
-// the input type (bf16: p.gate_up, float: p.gate_up_f32).
-template <typename T>
-__device__ void silu_mul_vec(const SiluMulParams& p, int64_t vec) {
-  const int64_t vecs_per_row = p.inter / 8;
-  const int64_t row = vec / vecs_per_row;
-  const int64_t col = (vec - row * vecs_per_row) * 8;
-  const T* gate = gate_up_input<T>(p) + row * 2 * p.inter + col;
-  float2 g[4], u[4];
-  load8(gate, g);
-  load8(gate + p.inter, u);
-  *reinterpret_cast<uint4*>(p.out + row * p.inter + col) = silu_mul8(g, u);
-}
 
 template <typename T>
 __global__ void silu_mul_kernel(SiluMulParams p) {
