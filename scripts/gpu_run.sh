@@ -2,7 +2,7 @@
 # Everything that needs the GPU, in one run (device time is scarce): GPU unit tests, full-model
 # logits against HF transformers on the same GPU, and the decode benchmark. Binaries come prebuilt
 # in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
-#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [hf] [bench] [matmul] [profile] [ab] [tp]
+#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [persistent] [hf] [bench] [matmul] [profile] [ab] [tp]
 #     [soak] [trace] [ncu] [ncu_matmul] [sanitize]
 #   (default: tests overlap hf bench)
 # Knobs (environment): BIN, OUT, TEST_FILTER, OVERLAP_TEST_FILTER, OVERLAP_PRESETS,
@@ -45,7 +45,8 @@ cat "$OUT/gpu.txt"
 
 if want tests; then
   log "GPU unit tests"
-  "$BIN/megaops_gpu_tests" --gtest_filter="${TEST_FILTER:--Overlap*:OverlapDeathTest.*:Presets/Overlap*:FullSize/Overlap*:Chain/Overlap*}" \
+  timeout -k 5 ${TESTS_LIMIT:-1200} "$BIN/megaops_gpu_tests" \
+    --gtest_filter="${TEST_FILTER:--Overlap*:OverlapDeathTest.*:Presets/Overlap*:FullSize/Overlap*:Chain/Overlap*:*PersistentRegion*}" \
     --gtest_output=json:"$OUT/gpu_tests.json" >"$OUT/gpu_tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran" "$OUT/gpu_tests.log" | tail -40
 fi
@@ -88,6 +89,36 @@ if want overlap; then
   for entry in ${OVERLAP_FLAGS:-}; do
     flags=${entry#*:}
     overlap_variant "${entry%%:*}" -- ${flags//,/ }
+  done
+fi
+
+if want persistent; then
+  log "persistent region tests"
+  timeout -k 5 ${PERSISTENT_TEST_LIMIT:-420} "$BIN/megaops_gpu_tests" \
+    --gtest_filter="${PERSISTENT_TEST_FILTER:-*PersistentRegion*}" \
+    --gtest_output=json:"$OUT/persistent_tests.json" >"$OUT/persistent_tests.log" 2>&1 || status=1
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran|watchdog" "$OUT/persistent_tests.log" | tail -40
+  # The chain against the chain with persistent regions (scripts/persistent_plans.py), batch 1,
+  # plans alternated over two rounds on one executor per round; PERSISTENT_STAGES: ring depths.
+  for preset in ${PERSISTENT_PRESETS:-qwen3-0.6b llama3.2-1b llama3.1-8b qwen3-8b}; do
+    case $preset in
+      qwen3-0.6b) layers=28 ;; llama3.2-1b) layers=16 ;; llama3.1-8b) layers=32 ;;
+      qwen3-8b) layers=36 ;; *) layers=${PERSISTENT_LAYERS:-2} ;;
+    esac
+    for stages in ${PERSISTENT_STAGES:-0}; do
+      plans="$OUT/plans_${preset}_s$stages"
+      python3 scripts/persistent_plans.py "$plans" "$layers" --stages "$stages"
+      for round in 1 2; do
+        order="chain whole layers mlp"
+        [ $round = 2 ] && order="mlp layers whole chain"
+        args=()
+        for p in $order; do args+=(--plan "$plans/$p.json"); done
+        log "bench persistent: $preset stages $stages round $round"
+        timeout -k 5 ${PERSISTENT_BENCH_LIMIT:-240} "$BIN/megaops" bench --preset "$preset" \
+          --batch 1 --prompt 32 --gen 128 --repeats 3 "${args[@]}" \
+          --json "$OUT/persistent_${preset}_s${stages}_r$round" || status=1
+      done
+    done
   done
 fi
 

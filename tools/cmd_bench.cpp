@@ -86,6 +86,7 @@ Plan build_part(const Plan& p, bool overlap) {
     d.early_trigger_o_proj = p.decode.early_trigger_o_proj;
     d.conventional_arithmetic = p.decode.conventional_arithmetic;
     d.vendor_chunks = p.decode.vendor_chunks;
+    d.persistent_stages = p.decode.persistent_stages;
   }
   return k;
 }

@@ -75,6 +75,19 @@ Plan plan_of_candidate(const Opts& o, const PlanResult& r, const OpGraph& g, int
     p.decode.folds.rope = (c.regions[0].folds & CHAIN_FOLD_ROPE) != 0;
     return p;
   }
+  bool chain = false;
+  for (const Region& reg : c.regions) chain |= reg.backend == Backend::PdlChain;
+  if (chain) {
+    // The chain with persistent regions (all folds on).
+    p.decode.backend = PlanBackend::PdlChain;
+    p.decode.overlap_streams = 1;
+    for (const Region& reg : c.regions)
+      p.decode.regions.push_back(
+          {executor_op_name(g.ops[reg.first_op].name, g.ops[reg.first_op].layer),
+           reg.backend == Backend::Persistent ? RegionBackend::Persistent : RegionBackend::PdlChain,
+           0});
+    return p;
+  }
   bool composed = false;
   for (const Region& reg : c.regions) composed |= reg.backend != Backend::Conventional;
   if (composed) {

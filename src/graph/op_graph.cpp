@@ -191,4 +191,49 @@ bool is_vendor_gemm(const Op& op, bool pdl) {
          matmul_dispatch_path(op.m, op.n, op.k, pdl) == MatmulPath::CublasLt;
 }
 
+std::string persistent_refusal(const OpGraph& g, int op_index, bool pdl, int sms) {
+  const Op& op = g.ops.at(static_cast<size_t>(op_index));
+  switch (op.code) {
+    case OpCode::Embedding:
+    case OpCode::InputNorm:
+    case OpCode::PostNorm:
+    case OpCode::FinalNorm:
+    case OpCode::QkvRope:
+    case OpCode::SiluMul:
+      return "";
+    case OpCode::QkvProj:
+    case OpCode::OProj:
+    case OpCode::GateUpProj:
+    case OpCode::DownProj:
+    case OpCode::LmHead:
+      switch (matmul_dispatch_path(op.m, op.n, op.k, pdl)) {
+        case MatmulPath::Stream:
+          return "";
+        case MatmulPath::SmallM:
+          return "a matmul on the small-m kernel";
+        default:
+          return "a cuBLASLt GEMM";
+      }
+    case OpCode::DecodeAttention: {
+      const Op& rope = g.ops.at(static_cast<size_t>(op.inputs.at(0).producer));
+      const int64_t hd = op.tile_cols, heads = op.cols / hd;
+      const int64_t kv = (rope.cols - op.cols) / (2 * hd);
+      const int64_t group = kv > 0 ? heads / kv : 0;
+      if (group < 2 || group > 8)
+        return "decode attention with other than 2-8 query heads per kv head";
+      if (op.rows * heads > sms) return "decode attention with a CTA per kv head group";
+      return "";
+    }
+    case OpCode::Sample: {
+      const Op& lm = g.ops.at(static_cast<size_t>(op.inputs.at(0).producer));
+      if ((op.folds & FOLD_INTO_PRODUCER_EPILOGUE) == 0 ||
+          matmul_dispatch_path(lm.m, lm.n, lm.k, pdl) != MatmulPath::Stream)
+        return "the sampler over the logits";
+      return "";
+    }
+    default:
+      return std::string(op_code_name(op.code)) + " (never in a persistent region)";
+  }
+}
+
 }  // namespace megaops

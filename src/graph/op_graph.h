@@ -167,6 +167,15 @@ using StepGraphBuilder = OpGraph (*)(const ModelConfig& cfg, const StepRequest& 
 // in tile synchronisation: an overlap region waits around it, a persistent region ends before it.
 bool is_vendor_gemm(const Op& op, bool pdl = false);
 
+// Why the executors cannot run op `op_index` of decode graph `g` inside a persistent region
+// (runtime/persistent.h), or "" when they can, on a GPU of `sms` SMs with matmuls dispatched with
+// `pdl` or not: a matmul must run on the streaming kernel (its bulk version; batch 1), attention on
+// the per-query-head kernel (2-8 query heads per kv head, every query head of the batch one CTA
+// within the SMs), sampling in the LM head's greedy epilogue (the LM head streaming); prefill
+// attention, all-reduces and step_advance never run in one. The planner's rule for which
+// persistent candidates run; the executor checks the same on the kernels' own params.
+std::string persistent_refusal(const OpGraph& g, int op_index, bool pdl, int sms);
+
 // Throws InputError naming the op unless every op of `g` has a code in `known` (an executor checks
 // the graph it is handed before it runs it).
 void check_op_codes(const OpGraph& g, const std::vector<OpCode>& known, const std::string& who);

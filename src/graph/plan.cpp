@@ -139,7 +139,7 @@ void read_decode(const Fields& top, PlanDecode& d) {
   const Fields f(top["decode"], top.origin(), "decode",
                  {"backend", "pdl", "overlap_streams", "regions", "sharing", "folds",
                   "chain_counter_waits", "early_trigger_o_proj", "greedy_in_lm_head",
-                  "conventional_arithmetic", "vendor_chunks", "matmul"});
+                  "conventional_arithmetic", "vendor_chunks", "persistent_stages", "matmul"});
   std::string backend = plan_backend_name(d.backend);
   f.read_choice("backend", backend, {"conventional", "pdl_chain", "overlap"});
   d.backend = backend_of(backend);
@@ -156,9 +156,9 @@ void read_decode(const Fields& top, PlanDecode& d) {
     const json& a = f["regions"];
     const std::string field = f.at("regions");
     if (!a.is_array()) f.fail(field, "expected an array of regions, found " + a.dump());
-    if (!a.empty() && d.backend != PlanBackend::Overlap)
-      f.fail(field, "only the overlap backend has regions, found " + std::to_string(a.size()) +
-                        " with backend " + backend);
+    if (!a.empty() && d.backend == PlanBackend::Conventional)
+      f.fail(field, "only the overlap and pdl_chain backends have regions, found " +
+                        std::to_string(a.size()) + " with backend " + backend);
     d.regions.clear();
     for (size_t i = 0; i < a.size(); ++i) {
       const Fields r(a[i], f.origin(), field + "[" + std::to_string(i) + "]",
@@ -168,9 +168,13 @@ void read_decode(const Fields& top, PlanDecode& d) {
       r.read("first_op", region.first_op);
       if (region.first_op.empty()) r.fail(r.at("first_op"), "expected an op name, found \"\"");
       std::string rb = region_backend_name(region.backend);
-      r.read_choice("backend", rb, {"conventional", "overlap", "persistent"});
+      // A region runs on its step's backend (overlap or pdl_chain), conventionally or persistent.
+      const char* own = d.backend == PlanBackend::PdlChain ? "pdl_chain" : "overlap";
+      if (d.backend == PlanBackend::PdlChain) rb = "pdl_chain";
+      r.read_choice("backend", rb, {"conventional", own, "persistent"});
       region.backend = rb == "conventional" ? RegionBackend::Conventional
                        : rb == "persistent" ? RegionBackend::Persistent
+                       : rb == "pdl_chain"  ? RegionBackend::PdlChain
                                             : RegionBackend::Overlap;
       r.read("cta_budget", region.cta_budget, 0, 1 << 20);
       d.regions.push_back(region);
@@ -197,6 +201,9 @@ void read_decode(const Fields& top, PlanDecode& d) {
   f.read("greedy_in_lm_head", d.greedy_in_lm_head);
   f.read("conventional_arithmetic", d.conventional_arithmetic);
   f.read("vendor_chunks", d.vendor_chunks, 1, 64);
+  f.read("persistent_stages", d.persistent_stages, 0, 16);
+  if (d.persistent_stages == 1)
+    f.fail(f.at("persistent_stages"), "expected 0 (the deepest ring that fits) or 2..16, found 1");
   if (f.has("matmul")) read_matmul(f, d.matmul);
 }
 
@@ -222,13 +229,13 @@ bool operator==(const Plan& a, const Plan& b) {
   auto tie = [&](const Plan& p) {
     const PlanDecode& d = p.decode;
     const PlanMatmul& m = d.matmul;
-    return std::make_tuple(p.model, p.batch, p.objective, p.source, p.predicted_us, d.backend,
-                           d.pdl, d.overlap_streams, regions(d), d.sharing.policy, d.sharing.split,
-                           d.folds.norms, d.folds.silu, d.folds.silu_epilogue_min_inter,
-                           d.folds.rope, d.chain_counter_waits, d.early_trigger_o_proj,
-                           d.greedy_in_lm_head, d.conventional_arithmetic, d.vendor_chunks, m.path,
-                           m.stream_shapes, m.stream_stages, m.stream_kernel, m.l2_evict_first,
-                           m.tune, p.prefill.path, p.prefill.chunk);
+    return std::make_tuple(
+        p.model, p.batch, p.objective, p.source, p.predicted_us, d.backend, d.pdl,
+        d.overlap_streams, regions(d), d.sharing.policy, d.sharing.split, d.folds.norms,
+        d.folds.silu, d.folds.silu_epilogue_min_inter, d.folds.rope, d.chain_counter_waits,
+        d.early_trigger_o_proj, d.greedy_in_lm_head, d.conventional_arithmetic, d.vendor_chunks,
+        d.persistent_stages, m.path, m.stream_shapes, m.stream_stages, m.stream_kernel,
+        m.l2_evict_first, m.tune, p.prefill.path, p.prefill.chunk);
   };
   return tie(a) == tie(b);
 }
@@ -316,6 +323,7 @@ std::string plan_to_json(const Plan& p) {
                  {"greedy_in_lm_head", d.greedy_in_lm_head},
                  {"conventional_arithmetic", d.conventional_arithmetic},
                  {"vendor_chunks", d.vendor_chunks},
+                 {"persistent_stages", d.persistent_stages},
                  {"matmul",
                   {{"path", d.matmul.path},
                    {"stream_shapes", shapes},
@@ -365,6 +373,7 @@ std::string describe(const Plan& p) {
         if (on) folds += (folds.empty() ? "" : "+") + std::string(name);
       s = "pdl chain, " + (folds.empty() ? std::string("no folds") : "folds " + folds);
       if (d.chain_counter_waits) s += ", counter waits";
+      if (!d.regions.empty()) s += ", " + std::to_string(d.regions.size()) + " regions";
       break;
     }
     case PlanBackend::Overlap: {
@@ -390,6 +399,8 @@ const char* region_backend_name(RegionBackend b) {
       return "conventional";
     case RegionBackend::Persistent:
       return "persistent";
+    case RegionBackend::PdlChain:
+      return "pdl_chain";
     default:
       return "overlap";
   }
@@ -399,14 +410,10 @@ void check_plan_runnable(const Plan& p, const std::string& origin) {
   const PlanDecode& d = p.decode;
   for (size_t r = 0; r < d.regions.size(); ++r) {
     const std::string field = "decode.regions[" + std::to_string(r) + "]";
-    if (d.regions[r].backend == RegionBackend::Persistent)
-      throw_input_error(origin, field + ".backend",
-                        "expected conventional or overlap (persistent regions have no executor "
-                        "yet), found persistent");
-    if (d.regions[r].cta_budget != 0)
+    if (d.regions[r].cta_budget != 0 && d.regions[r].backend != RegionBackend::Persistent)
       throw_input_error(origin, field + ".cta_budget",
-                        "expected 0 (the executor chooses the CTA budgets of the regions it "
-                        "runs one after another), found " +
+                        "expected 0 (the executor chooses the CTA budgets of the conventional and "
+                        "overlap regions it runs one after another), found " +
                             std::to_string(d.regions[r].cta_budget));
   }
   if (d.sharing.policy != "serial")

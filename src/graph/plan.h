@@ -21,10 +21,12 @@ enum class PlanBackend { Conventional, PdlChain, Overlap };
 const char* plan_backend_name(PlanBackend b);  // "conventional", "pdl_chain", "overlap"
 
 // How one region of the overlap step runs: conventional (one op at a time on one stream, full
-// grids), overlap (its ops overlap on the W streams under tile waits), or persistent (one resident
-// launch taking tile tasks: the format has it, no executor runs it yet).
-enum class RegionBackend { Conventional, Overlap, Persistent };
-const char* region_backend_name(RegionBackend b);  // "conventional", "overlap", "persistent"
+// grids), overlap (its ops overlap on the W streams under tile waits; decode.backend overlap),
+// pdl_chain (its ops on the PDL chain; decode.backend pdl_chain), or persistent (one resident
+// launch of the region kernel taking the region's tile tasks; runtime/persistent.h).
+enum class RegionBackend { Conventional, Overlap, Persistent, PdlChain };
+// "conventional", "overlap", "persistent", "pdl_chain"
+const char* region_backend_name(RegionBackend b);
 
 struct PlanRegion {
   std::string first_op;  // the executor's op name ("embedding", "layer 3 o_proj")
@@ -68,7 +70,8 @@ struct PlanDecode {
   bool early_trigger_o_proj = true;
   bool greedy_in_lm_head = true;
   bool conventional_arithmetic = true;
-  int vendor_chunks = 1;  // 1..64
+  int vendor_chunks = 1;      // 1..64
+  int persistent_stages = 0;  // persistent regions' weight ring: 0 (deepest that fits) or 2..16
   PlanMatmul matmul;
 };
 
@@ -110,9 +113,11 @@ Plan default_plan(int batch);
 // "overlap W=3, 4 regions".
 std::string describe(const Plan& p);
 
-// Whether this build's executors run `p`: every region conventional or overlap with the
-// executor's own CTA budgets (0), serial sharing. Otherwise an InputError naming the file and the
-// field ("decode.regions[2].backend: persistent regions have no executor yet").
+// Whether this build's executors run `p`: serial sharing, and a CTA budget only on persistent
+// regions (the others take the executor's). Otherwise an InputError naming the file and the field
+// ("decode.sharing.policy: ... co-running regions have no executor yet"). What a persistent
+// region can hold depends on the batch and the GPU: the executor refuses the rest, naming the
+// region and the op.
 void check_plan_runnable(const Plan& p, const std::string& origin);
 
 // Checks the regions' first ops against `op_names`, the executor's overlap op names in step order

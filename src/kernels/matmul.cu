@@ -509,6 +509,30 @@ cudaError_t MatmulContext::stream_footprint(const MatmulParams& p, KernelFootpri
   return stream_dispatch(p, stream_stages_, stream_bulk_, stream_l2_evict_first_, sched_, out);
 }
 
+cudaError_t MatmulContext::stream_region_args(const MatmulParams& p, StreamMatmulArgs* out) const {
+  if (path(p) != MatmulPath::Stream || !stream_bulk_) return cudaErrorNotSupported;
+  if (const cudaError_t err = validate(p); err != cudaSuccess) return err;
+  if (!matmul_stream_fits(p.m, p.k)) return cudaErrorInvalidValue;
+  *out = StreamMatmulArgs{p.x,
+                          p.ldx,
+                          p.w,
+                          p.y,
+                          p.ldy,
+                          p.m,
+                          p.n,
+                          p.k,
+                          p.y_dtype == DType::F32,
+                          TileSync{},
+                          p.fold,
+                          p.silu_fold,
+                          p.silu_out,
+                          p.argmax_out,
+                          StreamSchedule::Static,
+                          nullptr,
+                          stream_l2_evict_first_};
+  return cudaSuccess;
+}
+
 cudaError_t MatmulContext::preload_kernels() {
   if (const cudaError_t err = preload_small_m<float>(); err != cudaSuccess) return err;
   if (const cudaError_t err = preload_small_m<bf16>(); err != cudaSuccess) return err;

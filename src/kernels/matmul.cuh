@@ -25,6 +25,8 @@
 
 namespace megaops {
 
+struct StreamMatmulArgs;  // kernels/matmul_stream.cuh
+
 struct MatmulParams {
   // [m, k], row stride ldx elements; unused (may be null) with `fold` or `silu_fold` on.
   const bf16* x = nullptr;
@@ -133,6 +135,12 @@ class MatmulContext {
   // What run_small_m(p) / run_stream(p) launch: the grid (with p.max_ctas applied) and occupancy.
   static cudaError_t small_m_footprint(const MatmulParams& p, KernelFootprint* out);
   cudaError_t stream_footprint(const MatmulParams& p, KernelFootprint* out) const;
+  // The arguments of run_stream(p)'s bulk kernel for a persistent region's matmul task
+  // (kernels/persistent_region_ops.cuh): the same x, weights, folds and epilogues, a static
+  // row-block schedule (the region's tiles decide which CTA takes which rows).
+  // cudaErrorNotSupported unless run(p) takes the streaming kernel's bulk version; the other errors
+  // are run_stream's.
+  cudaError_t stream_region_args(const MatmulParams& p, StreamMatmulArgs* out) const;
   // Ring slots of the streaming kernel for later launches: 0 (its default) or
   // MATMUL_STREAM_STAGES_MIN..MAX, else InputError. MatmulSettings::stream_stages sets it at
   // construction.

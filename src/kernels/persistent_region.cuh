@@ -6,9 +6,10 @@
 // adds 1 (release) to each of the task's signal semaphores.
 //
 // The loop knows tasks, semaphores and targets, nothing of ops: the body is a callable the kernel
-// passes in (`body(op, tile, task)`, op an index into the step graph's ops). The probe kernel below
-// records when and where each task ran; real regions will call the standalone kernels' per-tile
-// device functions.
+// passes in (`body(op, tile, task)`, op an index into the step graph's ops), with an optional
+// prologue called before the waits. The probe kernel below records when and where each task ran;
+// the op regions (kernels/persistent_region_ops.cuh) call the standalone kernels' per-tile device
+// functions.
 //
 // Memory ordering, per task (sync/tile_semaphore.cuh has the model):
 //   wait:   thread 0's ld.acquire.gpu reads count >= target, synchronising with every release add
@@ -46,6 +47,9 @@ struct RegionSync {
   // Random delays before each task's waits and before its signals (stress tests); off when
   // max_delay_ns == 0. maybe_delay adds the compile-time ones of MEGAOPS_INJECT_DELAYS builds.
   DelayParams delay;
+  // Test knob: the tasks of this op (a step graph index) never signal, so a consumer's wait must
+  // trip the watchdog; -1: off.
+  int32_t drop_signal_op = -1;
 };
 
 namespace detail {
@@ -68,18 +72,20 @@ __device__ __forceinline__ bool persistent_region_schedule_matches(const int32_t
 }
 
 // Runs this CTA's (blockIdx.x's) task list for decode step `step` (1-based; the waits target
-// tile_target(step, target)). Must be reached by every thread of the CTA (1-D blocks); calls
-// `body(op, tile, task)` with every thread once per task, between the waits and the signals, so a
-// body may use __syncthreads() and shared memory (the barriers around it separate tasks). Returns
-// false, running nothing, when the schedule does not match the launch
-// (persistent_region_schedule_matches).
+// tile_target(step, target)). Must be reached by every thread of the CTA (1-D blocks). Per task,
+// every thread calls `prologue(op, tile, task)` before the waits (it may read only what no task of
+// this step writes: weights, and the step's inputs written before the launch; this is where a
+// task starts streaming its weights), thread 0 waits, and every thread calls
+// `body(op, tile, task)` between the waits and the signals, so a body may use __syncthreads() and
+// shared memory (the barriers around it separate tasks). Returns false, running nothing, when the
+// schedule does not match the launch (persistent_region_schedule_matches).
 //
 // A wait that times out writes the watchdog's error record with WaitSite{op, tile} of the waiting
 // task (op: its index in the step graph; tile: its output tile), the target and the count it saw,
 // and traps.
-template <typename Body>
+template <typename Prologue, typename Body>
 __device__ __forceinline__ bool persistent_region_run(const RegionSync& sync, uint32_t step,
-                                                      Body&& body) {
+                                                      Prologue&& prologue, Body&& body) {
   const int32_t* s = sync.schedule;
   if (!persistent_region_schedule_matches(s)) return false;
   const int32_t* cta_begin = s + s[RP_CTA_BEGIN];
@@ -97,6 +103,7 @@ __device__ __forceinline__ bool persistent_region_run(const RegionSync& sync, ui
     const int32_t task = cta_task[k];
     const int32_t op = task_op[task];
     const int32_t tile = task_tile[task];
+    prologue(op, tile, task);
     if (leader) {
       const uint64_t site = detail::region_delay_site(step, task, 0);
       random_delay(sync.delay, site);
@@ -115,11 +122,20 @@ __device__ __forceinline__ bool persistent_region_run(const RegionSync& sync, ui
       const uint64_t site = detail::region_delay_site(step, task, 1);
       random_delay(sync.delay, site);
       maybe_delay(sync.delay.seed, site);
-      for (int32_t i = signal_begin[task]; i < signal_begin[task + 1]; ++i)
-        tile_signal(&sync.semaphores[signal_sem[i]]);
+      if (op != sync.drop_signal_op)
+        for (int32_t i = signal_begin[task]; i < signal_begin[task + 1]; ++i)
+          tile_signal(&sync.semaphores[signal_sem[i]]);
     }
   }
   return true;
+}
+
+// The loop without a prologue.
+template <typename Body>
+__device__ __forceinline__ bool persistent_region_run(const RegionSync& sync, uint32_t step,
+                                                      Body&& body) {
+  return persistent_region_run(
+      sync, step, [](int32_t, int32_t, int32_t) {}, body);
 }
 
 // ---- the probe kernel (tests and debugging) ----

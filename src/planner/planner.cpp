@@ -452,12 +452,12 @@ void enumerate_candidates(Planner& p, const std::vector<Template>& templates, in
     c.split = split;
     bool unsupported = (policy == Policy::Dynamic && !cost.dynamic_supported) ||
                        (policy == Policy::FixedSplit && !cost.fixed_split_supported);
-    // A persistent region cannot hold a vendor GEMM (a launch of its own; graph/region_schedule.h
-    // refuses it): such a cover is no candidate at all.
+    // A persistent region holds only what the executors run in one (no vendor GEMM, a launch of
+    // its own; persistent_refusal): another cover is no candidate at all.
     for (const Region& r : c.regions)
       if (r.backend == Backend::Persistent)
         for (int i = r.first_op; i <= r.last_op; ++i)
-          if (is_vendor_gemm(p.g.ops[i])) return;
+          if (!persistent_refusal(p.g, i, false, cost.machine.workers).empty()) return;
     for (const Region& r : c.regions) {
       if (r.backend == Backend::Persistent && !cost.persistent_supported) unsupported = true;
       if (r.backend == Backend::Overlap && !cost.overlap_supported) unsupported = true;
@@ -531,6 +531,55 @@ void enumerate_step_candidates(Planner& p, std::vector<Candidate>& cands,
           "plan", "step_backends",
           std::string("expected conventional_pdl or pdl_chain, found ") + backend_name(b));
     }
+  }
+}
+
+// The PDL chain with persistent regions (PlanOptions::chain_persistent): one candidate per
+// non-empty set of template groups run persistent, the rest on the chain with all its folds.
+void enumerate_chain_persistent(Planner& p, std::vector<Candidate>& cands,
+                                std::vector<int>& cand_template) {
+  const OpGraph& g = p.g;
+  const RegionGraph& rg = p.rg;
+  const CostModel& cost = p.cost;
+  if (!p.opt.chain_persistent || !cost.chain_supported || !cost.persistent_supported ||
+      rg.groups.empty() || p.tg > 12)
+    return;
+  const int last = static_cast<int>(g.ops.size()) - 1;
+  const int step_advance = g.ops[last].code == OpCode::StepAdvance ? last : -1;
+  for (int mask = 1; mask < (1 << p.tg); ++mask) {
+    std::vector<Region> regions;
+    bool runnable = true;
+    for (int gi = 0; gi < static_cast<int>(rg.groups.size()) && runnable; ++gi) {
+      const bool pers = (mask >> Planner::tmpl_of(rg, gi)) & 1;
+      const Backend b = pers ? Backend::Persistent : Backend::PdlChain;
+      int first = rg.groups[gi].first_op, end = rg.groups[gi].last_op;
+      // step_advance never runs in a region: it closes the step on the chain.
+      if (pers && end == step_advance) --end;
+      if (pers)
+        for (int i = first; i <= end && runnable; ++i)
+          runnable = persistent_refusal(g, i, true, cost.machine.workers).empty();
+      if (first <= end) {
+        if (!regions.empty() && regions.back().backend == b)
+          regions.back().last_op = end;
+        else
+          regions.push_back({first, end, b, cost.machine.workers, CHAIN_FOLD_ALL});
+      }
+      if (end < rg.groups[gi].last_op) {
+        if (!regions.empty() && regions.back().backend == Backend::PdlChain)
+          regions.back().last_op = step_advance;
+        else
+          regions.push_back({step_advance, step_advance, Backend::PdlChain, cost.machine.workers,
+                             CHAIN_FOLD_ALL});
+      }
+    }
+    if (!runnable) continue;
+    Candidate c;
+    c.regions = std::move(regions);
+    c.label = "chain+persistent ";
+    for (int t = 0; t < p.tg; ++t) c.label += (mask >> t) & 1 ? 'P' : 'C';
+    c.label += " serial";
+    cands.push_back(std::move(c));
+    cand_template.push_back(-1);
   }
 }
 
@@ -708,6 +757,7 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
   std::vector<int> cand_template;
   enumerate_candidates(p, templates, bits, cands, cand_template);
   enumerate_step_candidates(p, cands, cand_template);
+  enumerate_chain_persistent(p, cands, cand_template);
   p.res.candidates = static_cast<int64_t>(cands.size());
 
   const Region all_conv{0, static_cast<int>(g.ops.size()) - 1, Backend::Conventional,

@@ -96,7 +96,7 @@ struct CostModel {
   bool chain_supported = true;        // executor_supports for the PDL chain
   bool overlap_supported = true;      // executor_supports for overlap regions
   bool fixed_split_supported = true;  // executor_supports for the fixed-split sharing policy
-  bool persistent_supported = false;  // executor_supports for persistent regions
+  bool persistent_supported = true;   // executor_supports for persistent regions
   bool dynamic_supported = false;     // executor_supports for the dynamic sharing policy
   std::string gpu = "NVIDIA H200";    // service-table key
   std::string dtype = "bf16";
@@ -149,6 +149,11 @@ struct PlanOptions {
   // chain_fold_variants, else all folds).
   std::vector<Backend> step_backends = {Backend::ConventionalPdl, Backend::PdlChain};
   bool chain_fold_variants = true;
+  // The PDL chain (all folds) with persistent regions: each template group (the prefix, each of a
+  // layer's groups on every layer, the suffix) on the chain or persistent, adjacent groups of one
+  // backend merged; step_advance stays on the chain. Ranked where the executors run a persistent
+  // region over every op it would hold (persistent_refusal).
+  bool chain_persistent = true;
 };
 
 struct OpCalibration {

@@ -193,8 +193,11 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
     // PDL backends: every op behind the kernel before it (PDL boundaries between own kernels,
     // plain ones around vendor GEMMs); the chain launches nothing for its folded ops.
     const bool pdl = b == Backend::ConventionalPdl || b == Backend::PdlChain;
-    const std::vector<char> folded = b == Backend::PdlChain ? chain_folded_ops(g, r.folds, cost)
-                                                            : std::vector<char>(g.ops.size(), 0);
+    // The chain's folds (and a persistent region's inside a chain step: its tasks run the same
+    // folds).
+    const std::vector<char> folded = b == Backend::PdlChain || (b == Backend::Persistent && r.folds)
+                                         ? chain_folded_ops(g, r.folds, cost)
+                                         : std::vector<char>(g.ops.size(), 0);
     int prev_wait = start;  // PDL: the join that released the previous kernel's tiles
     bool prev_own = false;  // PDL: the previous kernel is an own kernel (it triggers early)
     const bool barriers = b == Backend::Conventional || pdl || keep_barriers;

@@ -294,6 +294,11 @@ struct ExecutorCore {
   // The O projection's early trigger where its weights fit its rings (pdl_chain.cu).
   void apply_chain_early_trigger(std::vector<OverlapOp>& ops) const;
   void record_overlap_step(int b);
+  // The op list of the overlap step for batch b, built (budgets, persistent regions) on first use;
+  // call outside stream capture the first time (graph_for does).
+  std::vector<OverlapOp>& overlap_plan(int b);
+  void build_persistent_regions(std::vector<OverlapOp>& ops);
+  cudaError_t launch_persistent(const OverlapOp& op, cudaStream_t s, int drop_signal_op) const;
   // Throws the watchdog's description when it tripped, else a DeviceError for a failed status.
   void overlap_check(cudaError_t err) const;
   std::vector<TraceEvent> take_overlap_trace(uint64_t* dropped);

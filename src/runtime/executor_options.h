@@ -84,9 +84,14 @@ struct ExecutorOptions {
   // region completes before the next region's first op starts. A serial region runs its ops one
   // at a time on one stream with full grids (the conventional composition); the others overlap on
   // the W streams with budgets for their own windows. Empty: one overlap region.
+  // A persistent region (`persistent`) runs its ops as one resident launch of the region kernel
+  // over a static tile schedule (runtime/persistent.h), on `cta_budget` CTAs (0: all that fit);
+  // like a serial region it starts after the ops before it and completes before the ops after it.
   struct OverlapRegion {
     std::string first_op;
     bool serial = false;
+    bool persistent = false;
+    int cta_budget = 0;
   };
   std::vector<OverlapRegion> overlap_regions;
   // The PDL chain (overlap_streams 1 only; `--overlap-pdl-chain`): every own kernel of
@@ -145,6 +150,12 @@ struct ExecutorOptions {
   // random delay in [0, max] ns before every signal, per (seed, op, CTA, step). Drop: the named op
   // (see overlap_op_names()) never signals, so its consumer's watchdog must trip.
   bool overlap_reverse_issue_order = false;
+  // Test knob: persistent regions deal their tasks to CTAs round robin (RegionAssign::RoundRobin)
+  // instead of by the cost model; any assignment computes the same bits.
+  bool persistent_round_robin = false;
+  // Ring slots (16 KB each) of a persistent region's matmul tasks: 0, the deepest ring that fits
+  // (kernels/persistent_region_ops.cuh, REGION_AUTO_STAGES), or MATMUL_STREAM_STAGES_MIN..MAX.
+  int persistent_stages = 0;
   uint32_t overlap_delay_max_ns = 0;
   uint64_t overlap_delay_seed = 0;
   std::string overlap_drop_signal_op;

@@ -33,6 +33,8 @@ cudaGraphExec_t ExecutorCore::graph_for(int b, bool pdl) {
   const DecodeBackend backend = opt.backend;
   auto it = graphs.find({b, pdl, backend});
   if (it != graphs.end()) return it->second;
+  // The overlap step's op list allocates and uploads (persistent regions): not inside the capture.
+  if (backend == DecodeBackend::Overlap) overlap_plan(b);
   cudaGraph_t graph = capture_step([&] {
     if (backend == DecodeBackend::Overlap)
       record_overlap_step(b);

@@ -22,7 +22,8 @@ void ExecutorCore::setup_overlap() {
   for (cudaError_t err :
        {MatmulContext::preload_kernels(), preload_rmsnorm_kernels(), preload_qkv_rope_kernels(),
         preload_attention_kernels(), preload_silu_mul_kernels(), preload_embedding_kernels(),
-        preload_sampling_kernels(), preload_step_state_kernels(), preload_tile_gate_kernels()})
+        preload_sampling_kernels(), preload_step_state_kernels(), preload_tile_gate_kernels(),
+        preload_persistent_region_kernels()})
     MEGAOPS_CUDA_CHECK(err);
   int device = 0;
   MEGAOPS_CUDA_CHECK(cudaGetDevice(&device));
@@ -101,9 +102,10 @@ void ExecutorCore::setup_overlap() {
 // against the names (one error line naming the field) before anything changes.
 void ExecutorCore::apply_overlap_regions(OverlapState& st) const {
   std::vector<int> region_of(st.op_names.size(), 0);
-  std::vector<char> region_serial(1, 0);
+  std::vector<char> region_serial(1, 0), region_persistent(1, 0);
   if (!opt.overlap_regions.empty()) {
     region_serial.clear();
+    region_persistent.clear();
     size_t prev = 0;
     for (size_t r = 0; r < opt.overlap_regions.size(); ++r) {
       const std::string field = "overlap_regions[" + std::to_string(r) + "].first_op";
@@ -119,17 +121,38 @@ void ExecutorCore::apply_overlap_regions(OverlapState& st) const {
         throw_input_error("executor", field,
                           "expected an op after '" + st.op_names[prev] + "', found '" + name + "'");
       for (size_t i = k; i < st.op_names.size(); ++i) region_of[i] = static_cast<int>(r);
-      region_serial.push_back(opt.overlap_regions[r].serial ? 1 : 0);
+      const ExecutorOptions::OverlapRegion& region = opt.overlap_regions[r];
+      if (region.cta_budget < 0 || (region.cta_budget > 0 && !region.persistent))
+        throw_input_error("executor", "overlap_regions[" + std::to_string(r) + "].cta_budget",
+                          "expected 0 (the executor chooses the budgets of a non-persistent "
+                          "region), or >= 1 for a persistent one, found " +
+                              std::to_string(region.cta_budget));
+      // A persistent region is one launch: for the budgets and barriers, a serial region.
+      region_serial.push_back(region.serial || region.persistent ? 1 : 0);
+      region_persistent.push_back(region.persistent ? 1 : 0);
       prev = k;
     }
   }
   st.region_of = std::move(region_of);
   st.region_serial = std::move(region_serial);
+  st.region_persistent = std::move(region_persistent);
 }
 
 // Throws the watchdog's description when it tripped, else a DeviceError for a failed status.
 void ExecutorCore::overlap_check(cudaError_t err) const {
   if (err == cudaSuccess) return;
+  if (ovl && ovl->watchdog && ovl->watchdog->tripped()) {
+    // A wait inside a persistent region names the region too.
+    const uint32_t op = ovl->watchdog->tripped_op();
+    std::string where;
+    if (op < ovl->region_of.size()) {
+      const int r = ovl->region_of[op];
+      if (ovl->region_persistent[static_cast<size_t>(r)])
+        where = " in persistent region " + std::to_string(r) + " (from '" +
+                opt.overlap_regions[static_cast<size_t>(r)].first_op + "')";
+    }
+    throw DeviceError(ovl->watchdog->describe(ovl->op_names) + where);
+  }
   if (ovl && ovl->watchdog) ovl->watchdog->check(err, ovl->op_names);
   throw DeviceError(std::string("overlap decode step: ") + cudaGetErrorString(err));
 }
@@ -174,17 +197,22 @@ void ExecutorCore::choose_overlap_budgets(std::vector<OverlapOp>& ops) const {
       throw Error("overlap: op '" + op.name + "' launches more CTAs than a counter step holds");
 }
 
+std::vector<OverlapOp>& ExecutorCore::overlap_plan(int b) {
+  setup_overlap();
+  OverlapState& st = *ovl;
+  auto it = st.plans.find(b);
+  if (it == st.plans.end()) it = st.plans.emplace(b, build_overlap_ops(b)).first;
+  return it->second;
+}
+
 // Records (inside capture) or runs (debug: eagerly) one overlap decode step on the executor's
 // stream: fork the W streams from it with an event, launch op k on stream k % W, join all streams
 // back, then step_advance on the executor's stream. The join is what guarantees that no kernel of
 // this step reads the overlap step counter after step_advance incremented it; step_advance also
 // waits on the sampler's counter (redundant with the join, and cheap).
 void ExecutorCore::record_overlap_step(int b) {
-  setup_overlap();
+  std::vector<OverlapOp>& ops = overlap_plan(b);
   OverlapState& st = *ovl;
-  auto it = st.plans.find(b);
-  if (it == st.plans.end()) it = st.plans.emplace(b, build_overlap_ops(b)).first;
-  std::vector<OverlapOp>& ops = it->second;
   const size_t n = ops.size() - 1;
   const size_t W = st.streams.size();
   size_t drop = ops.size();
@@ -194,7 +222,7 @@ void ExecutorCore::record_overlap_step(int b) {
     if (drop == ops.size())
       throw_input_error("executor", "overlap_drop_signal_op",
                         "no overlap op named '" + opt.overlap_drop_signal_op + "'");
-    if (!ops[drop].signals)
+    if (!ops[drop].signals && !ops[drop].in_persistent)
       throw_input_error("executor", "overlap_drop_signal_op",
                         "op '" + opt.overlap_drop_signal_op +
                             "' signals nothing: the op after it is ordered by stream or barrier");
@@ -218,6 +246,15 @@ void ExecutorCore::record_overlap_step(int b) {
     return s;
   };
   auto run = [&](size_t k, cudaStream_t s) {
+    if (ops[k].persistent) {
+      const cudaError_t err =
+          launch_persistent(ops[k], s, drop < ops.size() ? static_cast<int>(drop) : -1);
+      if (err != cudaSuccess)
+        throw DeviceError("persistent region from '" + ops[k].name +
+                          "': " + cudaGetErrorString(err));
+      return;
+    }
+    if (ops[k].in_persistent) return;  // the region's launch runs it
     // In the chain an op that waits is a programmatic dependent of the kernel before it.
     const bool pdl = opt.overlap_pdl_chain && ops[k].waits;
     const cudaError_t err = ops[k].launch(ops[k].cap, sync_for(k), pdl, s);

@@ -15,6 +15,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/tile_sync.cuh"
+#include "runtime/persistent.h"
 #include "sync/error_record.h"
 
 namespace megaops {
@@ -67,6 +68,14 @@ struct OverlapOp {
   // (ExecutorOptions::overlap_fold_norms, overlap_fold_silu, overlap_fold_rope): it keeps its
   // name and counter id but launches nothing; its consumer waits where it would have.
   bool folded = false;
+  // What a persistent region's task runs for this op (its launch params), or why it cannot run in
+  // one (runtime/persistent.h).
+  RegionOp region;
+  std::string region_refusal;
+  // In a persistent region: the region's launch replaces the op's; the region's first op holds
+  // the region (set up by build_persistent_regions).
+  bool in_persistent = false;
+  std::shared_ptr<PersistentRegionRun> persistent;
 };
 
 // Everything the overlap backend owns, set up on first use (so a conventional executor allocates
@@ -87,6 +96,7 @@ struct OverlapState {
   // serial; step_advance (the last op) runs after the join, outside every region.
   std::vector<int> region_of;
   std::vector<char> region_serial;
+  std::vector<char> region_persistent;  // a persistent region (also serial for the budgets)
   float* resid = nullptr;  // residual stream [max_batch, h], updated in place by the norms
   // With norms folded into their matmuls: the second residual buffer. A folded norm's matmul
   // reads one and its CTA 0 writes the sum into the other (its other CTAs still read the first).

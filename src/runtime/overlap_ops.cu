@@ -41,6 +41,7 @@ void OverlapOpBuilder::add(bool cappable, P params, F footprint, L launch) {
     q.launch = LaunchOptions{s, pdl};
     return launch(q, cap);
   };
+  op.region = region_op_of(params, &op.region_refusal);
   ops.push_back(std::move(op));
 }
 
@@ -89,6 +90,7 @@ void OverlapOpBuilder::matmul_op(const bf16* x, const bf16* w, float* y, int n, 
     OverlapOp op;
     op.name = st.op_names[ops.size()];
     op.opaque = true;
+    op.region_refusal = "a cuBLASLt GEMM (a vendor kernel is a launch of its own)";
     // One launch needs no gate and no signal: stream order and the barrier after the op do
     // their work, two kernel launches fewer per vendor GEMM. Chunks keep the gate and a signal
     // per chunk (issue 3 item 5: a vendor GEMM taking part at chunk granularity).
@@ -132,6 +134,16 @@ void OverlapOpBuilder::matmul_op(const bf16* x, const bf16* w, float* y, int n, 
     add_capped(
         p, [mmc](const MatmulParams& q, KernelFootprint* f) { return mmc->stream_footprint(q, f); },
         [mmc](const MatmulParams& q) { return mmc->run_stream(q); });
+    // A persistent region's task runs the bulk kernel's rows with the same arguments.
+    OverlapOp& op = ops.back();
+    const cudaError_t err = mmc->stream_region_args(p, &op.region.mm);
+    op.region.kind = err == cudaSuccess ? RegionTaskKind::Matmul : RegionTaskKind::None;
+    op.region_refusal = err == cudaSuccess
+                            ? ""
+                            : std::string(
+                                  "a matmul on the streaming kernel's cp.async ring (a "
+                                  "region needs its bulk version, sm_90): ") +
+                                  cudaGetErrorString(err);
     return;
   }
   add_capped(p, MatmulContext::small_m_footprint,
@@ -338,6 +350,7 @@ std::vector<OverlapOp> OverlapOpBuilder::build() {
   if (ops.size() != st.op_names.size()) throw Error("internal: overlap op list mismatch");
   core.choose_overlap_budgets(ops);
   core.apply_chain_early_trigger(ops);
+  core.build_persistent_regions(ops);
   return std::move(ops);
 }
 

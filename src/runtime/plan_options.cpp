@@ -27,7 +27,7 @@ void apply_plan(const Plan& plan, ExecutorOptions& eo) {
       eo.overlap_pdl_chain = false;
       break;
   }
-  // Persistent regions, fixed CTA budgets and co-running regions have no executor yet.
+  // Co-running regions have no executor yet.
   check_plan_runnable(plan, "plan");
   eo.overlap_regions.clear();
   eo.overlap_fold_norms = d.folds.norms;
@@ -39,6 +39,7 @@ void apply_plan(const Plan& plan, ExecutorOptions& eo) {
   eo.greedy_in_lm_head = d.greedy_in_lm_head;
   eo.overlap_conventional_arithmetic = d.conventional_arithmetic;
   eo.overlap_vendor_chunks = d.vendor_chunks;
+  eo.persistent_stages = d.persistent_stages;
   MatmulSettings& m = eo.matmul;
   parse_matmul_path(d.matmul.path, &m, "plan: decode.matmul.path");
   m.stream_shapes = d.matmul.stream_shapes;
@@ -67,10 +68,15 @@ Plan plan_from_options(const ExecutorOptions& eo) {
   } else {
     d.backend = PlanBackend::Overlap;
     d.overlap_streams = eo.overlap_streams;
-    for (const ExecutorOptions::OverlapRegion& r : eo.overlap_regions)
-      d.regions.push_back(
-          {r.first_op, r.serial ? RegionBackend::Conventional : RegionBackend::Overlap, 0});
   }
+  if (eo.backend == DecodeBackend::Overlap)
+    for (const ExecutorOptions::OverlapRegion& r : eo.overlap_regions)
+      d.regions.push_back({r.first_op,
+                           r.persistent           ? RegionBackend::Persistent
+                           : r.serial             ? RegionBackend::Conventional
+                           : eo.overlap_pdl_chain ? RegionBackend::PdlChain
+                                                  : RegionBackend::Overlap,
+                           r.cta_budget});
   d.folds = {eo.overlap_fold_norms, eo.overlap_fold_silu, eo.overlap_silu_epilogue_min_inter,
              eo.overlap_fold_rope};
   d.chain_counter_waits = eo.overlap_chain_counter_waits;
@@ -78,6 +84,7 @@ Plan plan_from_options(const ExecutorOptions& eo) {
   d.greedy_in_lm_head = eo.greedy_in_lm_head;
   d.conventional_arithmetic = eo.overlap_conventional_arithmetic;
   d.vendor_chunks = eo.overlap_vendor_chunks;
+  d.persistent_stages = eo.persistent_stages;
   const MatmulSettings& m = eo.matmul;
   if (m.stream_for_small) {
     d.matmul.path = "stream-for-small";
@@ -101,7 +108,8 @@ void set_plan_regions(const Plan& plan, const std::string& origin, Executor& ex)
   check_plan_regions(plan, origin, ex.overlap_op_names());
   std::vector<ExecutorOptions::OverlapRegion> regions;
   for (const PlanRegion& r : plan.decode.regions)
-    regions.push_back({r.first_op, r.backend == RegionBackend::Conventional});
+    regions.push_back({r.first_op, r.backend == RegionBackend::Conventional,
+                       r.backend == RegionBackend::Persistent, r.cta_budget});
   ex.set_overlap_regions(regions);
 }
 

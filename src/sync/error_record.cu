@@ -97,6 +97,10 @@ bool WatchdogRecord::tripped() const {
   return __atomic_load_n(&host_->flag, __ATOMIC_ACQUIRE) == WATCHDOG_TRIPPED;
 }
 
+uint32_t WatchdogRecord::tripped_op() const {
+  return tripped() ? host_->op : UINT32_MAX;
+}
+
 std::string WatchdogRecord::describe(const std::vector<std::string>& op_names) const {
   if (!tripped()) return {};
   const DeviceErrorRecord r = *host_;

@@ -87,6 +87,8 @@ class WatchdogRecord {
 
   // Whether a device wait has filled the record. Readable after the context died.
   bool tripped() const;
+  // The op id of the wait that tripped (DeviceErrorRecord::op); UINT32_MAX when not tripped.
+  uint32_t tripped_op() const;
 
   // The record as one line, e.g. "watchdog: op 'o_proj' tile 7 waited for count >= 12, observed 11
   // after 2000 ms (block 3)"; op ids outside `op_names` print as "op #id". Empty when not tripped.

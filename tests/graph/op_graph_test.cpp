@@ -98,5 +98,35 @@ TEST(OpGraph, PrefillTilesAreRowBlocksAndAttentionIsCausal) {
   EXPECT_THROW(build_decode_graph(cfg, "tiny", 0, 1), InputError);
 }
 
+// What a persistent region can hold: every op but step_advance at batch 1 (the streaming
+// kernel's matmuls, the per-query-head attention, the LM head's greedy epilogue); at batch 8 no
+// matmul (small-m, cuBLASLt) and no sampler over the logits, and attention only where every query
+// head of the batch gets an SM (qwen3-0.6b's 8 x 16 heads on 132 SMs, not the 1B's 8 x 32).
+TEST(OpGraph, PersistentRefusalFollowsTheExecutors) {
+  for (const char* preset : {"llama3.2-1b", "qwen3-0.6b"}) {
+    const ModelConfig cfg = preset_config(preset);
+    const OpGraph g1 = build_decode_graph(cfg, preset, 1, 32);
+    for (int i = 0; i + 1 < static_cast<int>(g1.ops.size()); ++i)
+      EXPECT_EQ(persistent_refusal(g1, i, true, 132), "") << preset << " " << g1.ops[i].name;
+    EXPECT_NE(persistent_refusal(g1, static_cast<int>(g1.ops.size()) - 1, true, 132), "");
+    const OpGraph g8 = build_decode_graph(cfg, preset, 8, 32);
+    for (int i = 0; i < static_cast<int>(g8.ops.size()); ++i) {
+      const Op& op = g8.ops[i];
+      const std::string why = persistent_refusal(g8, i, true, 132);
+      if (op.kind == OpKind::Matmul || op.code == OpCode::Sample || op.code == OpCode::StepAdvance)
+        EXPECT_NE(why, "") << preset << " " << op.name;
+      else if (op.code == OpCode::DecodeAttention)
+        EXPECT_EQ(why == "", std::string(preset) == "qwen3-0.6b") << preset << " " << why;
+      else
+        EXPECT_EQ(why, "") << preset << " " << op.name;
+    }
+  }
+  // 2-8 query heads per kv head; MHA (one) takes the kv-group kernel.
+  ModelConfig mha = preset_config("llama3.2-1b");
+  mha.num_kv_heads = mha.num_heads;
+  const OpGraph g = build_decode_graph(mha, "mha", 1, 32);
+  EXPECT_NE(persistent_refusal(g, find_op(g, "decode_attention", 0), true, 132), "");
+}
+
 }  // namespace
 }  // namespace megaops

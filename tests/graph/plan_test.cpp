@@ -151,7 +151,7 @@ TEST(Plan, EveryErrorNamesTheFileAndTheField) {
        {"decode.overlap_streams: expected 1", "found 3"}},
       {with(R"("decode": {"overlap_streams": 9})"), {"decode.overlap_streams: expected 1..8"}},
       {with(R"("decode": {"regions": [{"first_op": "embedding"}]})"),
-       {"decode.regions: only the overlap backend has regions", "conventional"}},
+       {"decode.regions: only the overlap and pdl_chain backends have regions", "conventional"}},
       {with(R"("decode": {"backend": "overlap", "regions": {}})"),
        {"decode.regions: expected an array"}},
       {with(R"("decode": {"backend": "overlap", "regions": [{"backend": "overlap"}]})"),
@@ -216,9 +216,9 @@ TEST(Plan, WhatNoExecutorRunsIsNamed) {
   p.decode.regions = {{"embedding", RegionBackend::Overlap},
                       {"layer 0 o_proj", RegionBackend::Conventional}};
   EXPECT_NO_THROW(check_plan_runnable(p, "p.json"));
-  p.decode.regions[1].backend = RegionBackend::Persistent;
-  testing::expect_input_error([&] { check_plan_runnable(p, "p.json"); },
-                              {"p.json", "decode.regions[1].backend", "persistent"});
+  // Persistent regions run, with or without a CTA budget.
+  p.decode.regions[1] = {"layer 0 o_proj", RegionBackend::Persistent, 66};
+  EXPECT_NO_THROW(check_plan_runnable(p, "p.json"));
   p.decode.regions[1] = {"layer 0 o_proj", RegionBackend::Overlap, 66};
   testing::expect_input_error([&] { check_plan_runnable(p, "p.json"); },
                               {"decode.regions[1].cta_budget", "found 66"});

@@ -576,24 +576,38 @@ TEST(Planner, ChainLaunchesNoKernelForAFold) {
 // A persistent region is one resident launch: it cannot hold a vendor GEMM, so no cover puts one
 // in it. llama3.2-1b batch 1 has none (its whole step may be one region); at batch 8 the
 // cuBLASLt GEMMs leave persistent regions only between them.
-TEST(Planner, PersistentRegionsHoldNoVendorGemm) {
+// Persistent regions hold only what the executors run in one (persistent_refusal): at batch 1 of
+// the 1B every op but step_advance, so the chain with persistent regions offers the whole step
+// but step_advance as one region; at batch 8 (small-m and cuBLASLt matmuls, attention by kv head
+// group on 132 SMs) only the embedding is left.
+TEST(Planner, PersistentRegionsHoldOnlyWhatTheExecutorsRun) {
   const ModelConfig cfg = preset_config("llama3.2-1b");
   PlanOptions opt;
   opt.include_unsupported = true;
   for (int batch : {1, 8}) {
     const OpGraph g = build_decode_graph(cfg, "llama3.2-1b", batch, 32);
     const PlanResult r = plan(g, ServiceTable(), opt, CostModel());
-    int persistent = 0, whole = 0;
-    for (const Candidate& c : r.ranked)
+    const int last = static_cast<int>(g.ops.size()) - 1;
+    int persistent = 0, all_but_advance = 0, chain_persistent = 0;
+    for (const Candidate& c : r.ranked) {
+      chain_persistent += c.label.rfind("chain+persistent", 0) == 0;
       for (const Region& reg : c.regions) {
         if (reg.backend != Backend::Persistent) continue;
         ++persistent;
-        whole += reg.first_op == 0 && reg.last_op + 1 == static_cast<int>(g.ops.size());
-        for (int i = reg.first_op; i <= reg.last_op; ++i)
+        all_but_advance += reg.first_op == 0 && reg.last_op == last - 1;
+        for (int i = reg.first_op; i <= reg.last_op; ++i) {
           EXPECT_FALSE(is_vendor_gemm(g.ops[i])) << c.label << ": " << g.ops[i].name;
+          EXPECT_EQ(
+              persistent_refusal(g, i, c.label.rfind("chain", 0) == 0, CostModel().machine.workers),
+              "")
+              << c.label << ": " << g.ops[i].name;
+        }
       }
+    }
     EXPECT_GT(persistent, 0) << "batch " << batch;
-    EXPECT_EQ(whole > 0, batch == 1) << "batch " << batch;
+    EXPECT_EQ(all_but_advance > 0, batch == 1) << "batch " << batch;
+    // Batch 1: every non-empty set of the five template groups; batch 8: the embedding alone.
+    EXPECT_EQ(chain_persistent, batch == 1 ? 31 : 1) << "batch " << batch;
   }
 }
 
