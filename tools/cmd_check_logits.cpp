@@ -190,7 +190,7 @@ Runner add_check_logits(CLI::App& app) {
                  "... but never more than this relative error (default 5e-2)");
   app.add_option("--unreliable-above", o->check.unreliable_above,
                  "HF's bf16 error above this marks the reference unreliable: it does not loosen "
-                 "the bound (default 0.1)");
+                 "the bound (default 0.5)");
   app.add_option("--json", o->json_out, "write per-step errors here");
   app.add_flag("--pdl", o->pdl, "use PDL launches");
   app.add_option("--prefill", o->prefill,

@@ -11,11 +11,13 @@
 
 namespace megaops::ref {
 
+// unreliable_above sits between what HF's bf16 runs measured on sound references (at most 0.20:
+// llama3.1-8b, 32-token prompt, bench/results/2026-12-04-s27-call5) and the broken one (0.82).
 struct LogitsCheckOptions {
-  double tolerance = 2e-2;         // relative error always accepted
-  double bf16_factor = 1.25;       // accept this multiple of HF's own bf16 error...
-  double bf16_cap = 5e-2;          // ... up to this bound at most
-  double unreliable_above = 1e-1;  // HF's bf16 error above this: the reference's bf16 is not used
+  double tolerance = 2e-2;        // relative error always accepted
+  double bf16_factor = 1.25;      // accept this multiple of HF's own bf16 error...
+  double bf16_cap = 5e-2;         // ... up to this bound at most
+  double unreliable_above = 0.5;  // HF's bf16 error above this: the reference's bf16 is not used
 };
 
 struct LogitsStep {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -85,6 +86,15 @@ TEST(LogitsCheck, TheBoundFollowsHfBf16ErrorUpToTheCap) {
   EXPECT_FALSE(capped.pass);
   EXPECT_NE(capped.yardstick.find("min(5.0e-02"), std::string::npos) << capped.yardstick;
   EXPECT_TRUE(judge(make_case(4.7e-2, 4.5e-2)).pass);
+  // Sound references of deep random-weight models, as measured on 2026-12-04 (HF bf16 vs fp32,
+  // megaops vs fp32): the Llama 3B class 1.29e-1 / 3.43e-2, qwen3-8b 1.14e-1 / 3.48e-2. Their bf16
+  // runs are reliable (under 0.5) and the bound is the cap.
+  for (auto [bf16, ours] : {std::pair{1.29e-1, 3.43e-2}, std::pair{1.14e-1, 3.48e-2}}) {
+    const LogitsVerdict v = judge(make_case(bf16, ours));
+    EXPECT_FALSE(v.reference_unreliable) << bf16;
+    EXPECT_DOUBLE_EQ(v.bound, 5e-2) << bf16;
+    EXPECT_TRUE(v.pass) << v.yardstick;
+  }
 }
 
 // The 4,096-token case: HF's bf16 run 82% from its fp32 run. Before, the bound became 1.03 and
