@@ -380,6 +380,9 @@ class PyExecutor {
       ex_ = std::make_unique<ConventionalExecutor>(cfg_, weights, eo);
     }
     set_plan_regions(plan_, label, *ex_);
+    // A plan made for another GPU runs, with one warning saying so.
+    if (const std::string w = plan_gpu_warning(plan_, label, ex_->device_name()); !w.empty())
+      if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) != 0) throw nb::python_error();
     cudaGetDevice(&device_);
   }
 

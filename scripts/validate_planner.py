@@ -89,7 +89,8 @@ PLAN_DEFAULTS = {
 }
 REGION_DEFAULTS = {"backend": "overlap", "cta_budget": 0}
 # Fields that say what a plan is for, not how it runs.
-PLAN_INFO_FIELDS = ("format", "version", "model", "batch", "objective", "source", "predicted_us")
+PLAN_INFO_FIELDS = ("format", "version", "model", "batch", "gpu", "objective", "source",
+                    "predicted_us")
 
 
 def case_name(model, batch, objective):

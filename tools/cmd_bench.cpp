@@ -539,6 +539,7 @@ Runner add_bench(CLI::App& app) {
                         "expected 1..64, found " + std::to_string(o->overlap_vendor_chunks));
     // A bad value is an error before any GPU work, on any build.
     [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
+    check_run_context(o->model, o->preset, "--prompt/--gen", {o->prompt, o->gen}, o->plan_runs);
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("bench: no CUDA device; bench needs a GPU");
     TpRanks ranks(o->tp);  // --tp N: starts ranks 1..N-1 here, or joins a job

@@ -45,6 +45,9 @@ Runner add_bench_boundary(CLI::App& app) {
                         "expected 1..1000, found " + std::to_string(o->iterations));
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("bench-boundary: no CUDA device");
+    // Recorded beside the GPU's name, so `megaops plan` plans for the GPU the boundaries were
+    // measured on; in a child process, before this one times anything (cmd_hbm_ceiling.cpp).
+    const double ceiling_gbps = o->json_out.empty() ? 0 : measure_hbm_ceiling_isolated(4096, 20, 0);
     const BoundaryBenchResult r =
         measure_kernel_boundaries(static_cast<size_t>(o->kb) << 10, o->kernels, o->iterations);
     for (int k = 0; k < r.kernels; ++k)
@@ -75,6 +78,8 @@ Runner add_bench_boundary(CLI::App& app) {
       const nlohmann::json j = {
           {"schema", "megaops-op-bench/1"},
           {"gpu", prop.name},
+          {"hbm_read_ceiling_gbps", ceiling_gbps},
+          {"sms", prop.multiProcessorCount},
           {"dtype", "bf16"},
           {"kernels", r.kernels},
           {"bytes_per_kernel", r.bytes_per_kernel},

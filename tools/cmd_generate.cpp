@@ -241,6 +241,7 @@ Runner add_generate(CLI::App& app) {
     const int max_seq = context_length(std::string(prompt_option) + "/--max-new-tokens",
                                        {static_cast<int64_t>(prompt.size()), o->max_new_tokens},
                                        ckpt.config().max_position_embeddings, o->model);
+    check_plan_for_model(plan.plan, plan.label, ckpt.config().max_position_embeddings, o->model);
     validate_tp_options(o->tp);
     if (o->tp.tp != 1) {
       // A split that does not divide the model fails here, before any rank starts.

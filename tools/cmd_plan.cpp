@@ -21,6 +21,7 @@
 #include "models/step_graph.h"
 #include "planner/planner.h"
 #include "planner/service_table.h"
+#include "planner/target_gpu.h"
 
 namespace megaops::cli {
 
@@ -38,6 +39,7 @@ struct Opts {
   std::string pool_out;
   bool runnable_only = false, with_persistent = false;
   std::optional<double> pdl_wait_us, pdl_launch_us;
+  TargetGpuFlags gpu;
 };
 
 // The executor's name of a planner op (graph/op_graph.h names, per layer).
@@ -57,6 +59,7 @@ Plan plan_of_candidate(const Opts& o, const PlanResult& r, const OpGraph& g, int
   Plan p;
   p.model = r.model;
   p.batch = o.batch;
+  p.gpu = r.gpu;
   p.objective = objective_name(r.objective);
   p.source = "megaops plan " +
              std::string(o.model.empty() ? "--preset " + o.preset : "--model " + o.model) +
@@ -123,6 +126,29 @@ void apply_boundary_costs(const Opts& o, const ServiceTable& table, CostModel& c
   for (auto [value, field] : {std::pair{o.pdl_wait_us, &CostModel::pdl_wait_us},
                               std::pair{o.pdl_launch_us, &CostModel::pdl_launch_us}})
     if (value) cost.*field = *value;
+}
+
+// Reads the evidence files, plans for the GPU they were measured on (or --gpu, --hbm-gbps, --sms;
+// target_gpu.h) and loads them into `table` under that GPU's CTA budget.
+void load_evidence(const Opts& o, ServiceTable& table, CostModel& cost, PlanOptions& popt) {
+  std::vector<std::string> texts;
+  std::vector<TargetGpu> measured_on;
+  for (const std::string& p : o.profiles) {
+    texts.push_back(read_text_file(p));
+    measured_on.push_back(evidence_gpu(texts.back(), p));
+  }
+  const TargetGpu gpu = resolve_target_gpu(measured_on, o.gpu, default_target_gpu(cost));
+  apply_target_gpu(gpu, cost, popt);
+  std::fprintf(stderr, "plan: for %s (%s): HBM read ceiling %.0f GB/s, %d SMs\n", gpu.name.c_str(),
+               gpu.source.c_str(), gpu.hbm_gbps, gpu.sms);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string& p = o.profiles[i];
+    const int added =
+        texts[i].find("megaops-op-bench/1") != std::string::npos
+            ? table.load_bench_json(texts[i], p)
+            : table.load_profile_json(texts[i], p, cost.machine.workers, build_step_graph);
+    std::fprintf(stderr, "plan: %s: %d service-table entries\n", p.c_str(), added);
+  }
 }
 
 std::string plan_text(const Plan& p) {
@@ -299,6 +325,13 @@ Runner add_plan(CLI::App& app) {
   app.add_option("--pdl-launch-us", o->pdl_launch_us,
                  "cost model: from a kernel passing its wait to the next kernel's CTAs starting "
                  "(default 1.0)");
+  app.add_option("--gpu", o->gpu.gpu,
+                 "the GPU to plan for, as CUDA names it (default: the one the --profile files "
+                 "were measured on; they must agree)");
+  app.add_option("--hbm-gbps", o->gpu.hbm_gbps,
+                 "its HBM read ceiling in GB/s (default: the profiles' record; `megaops "
+                 "hbm-ceiling` measures it)");
+  app.add_option("--sms", o->gpu.sms, "its SM count (default: the profiles' record)");
   app.add_flag("--runnable-only", o->runnable_only,
                "rank only candidates today's executors can run");
   app.add_flag("--with-persistent", o->with_persistent,
@@ -342,14 +375,7 @@ Runner add_plan(CLI::App& app) {
     cost.overlap_vendor_gemms = true;
     cost.machine.staging_bytes = 96 << 10;
     ServiceTable table;
-    for (const std::string& p : o->profiles) {
-      const std::string text = read_text_file(p);
-      const int added =
-          text.find("megaops-op-bench/1") != std::string::npos
-              ? table.load_bench_json(text, p)
-              : table.load_profile_json(text, p, cost.machine.workers, build_step_graph);
-      std::fprintf(stderr, "plan: %s: %d service-table entries\n", p.c_str(), added);
-    }
+    load_evidence(*o, table, cost, popt);
     apply_boundary_costs(*o, table, cost);
     // The objective ttft plans a decode step too: the decode-graph prefill replays it.
     const TtftReplays replays = ttft_replays(o->batch * o->tokens);

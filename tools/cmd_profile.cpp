@@ -56,17 +56,21 @@ Runner add_profile(CLI::App& app) {
     if (o->gen < 2)
       throw_input_error("--gen", "", "expected >= 2, found " + std::to_string(o->gen));
     [[maybe_unused]] PlanChoice plan = choose_plan(app, o->plan_file, o->batch);
+    // The per-op profile's two rounds; the whole-step figures start from a new prefill each.
+    [[maybe_unused]] const int max_seq =
+        check_run_context(o->model, o->preset, "--prompt/--steps/--gen",
+                          {o->prompt, std::max<int64_t>(2 * int64_t{o->steps}, o->gen), 2}, {plan});
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("profile: no CUDA device; profile needs a GPU");
+    // The JSON records the GPU's HBM read ceiling (for `megaops plan`), measured in a child
+    // process before the model loads (tools/cmd_hbm_ceiling.cpp says why).
+    const double ceiling_gbps = o->json_out.empty() ? 0 : measure_hbm_ceiling_isolated(4096, 20, 0);
     const ModelSource src = open_model_source(o->model, o->preset, o->seed);
     ExecutorOptions eo;
     eo.step_graph = build_step_graph;
     apply_runtime_flags(o->runtime, eo);
     eo.max_batch = o->batch;
-    // The per-op profile's two rounds; the whole-step figures start from a new prefill each.
-    eo.max_seq = context_length("--prompt/--steps/--gen",
-                                {o->prompt, std::max<int64_t>(2 * int64_t{o->steps}, o->gen), 2},
-                                src.cfg.max_position_embeddings, src.name);
+    eo.max_seq = max_seq;
     settle_plan(plan, eo);
     print_plan_line(plan);
     // The per-op profile and the planner's figures run the conventional step without PDL and the
@@ -143,6 +147,8 @@ Runner add_profile(CLI::App& app) {
       nlohmann::json ops = nlohmann::json::array();
       for (const auto& t : times) ops.push_back({{"op", t.op}, {"layer", t.layer}, {"us", t.us}});
       nlohmann::json j = {{"gpu", prop.name},
+                          {"hbm_read_ceiling_gbps", ceiling_gbps},
+                          {"sms", prop.multiProcessorCount},
                           {"backend", "conventional"},
                           {"model", src.name},
                           {"shapes",

@@ -72,6 +72,8 @@ Runner add_trace(CLI::App& app) {
         plan.label = plan.plan.source;
       }
     }
+    [[maybe_unused]] const int max_seq = check_run_context(o->model, o->preset, "--prompt/--warmup",
+                                                           {o->prompt, o->warmup, 2}, {plan});
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("trace: no CUDA device; trace needs a GPU");
     const ModelSource src = open_model_source(o->model, o->preset, o->seed);
@@ -79,8 +81,7 @@ Runner add_trace(CLI::App& app) {
     eo.step_graph = build_step_graph;
     apply_runtime_flags(o->runtime, eo);
     eo.max_batch = o->batch;
-    eo.max_seq = context_length("--prompt/--warmup", {o->prompt, o->warmup, 2},
-                                src.cfg.max_position_embeddings, src.name);
+    eo.max_seq = max_seq;
     eo.backend = DecodeBackend::Overlap;
     eo.overlap_streams = o->streams;
     eo.overlap_pdl_chain = o->pdl_chain;

@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <utility>
 
+#include "commands.h"
 #include "core/error.h"
 #include "io/text_file.h"
+#include "models/model_config.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include "runtime/plan_options.h"
@@ -112,6 +114,20 @@ PlanChoice default_choice(int batch, bool tensor_parallel) {
   return c;
 }
 
+int check_run_context(const std::string& model, const std::string& preset,
+                      const std::string& options, std::initializer_list<int64_t> parts,
+                      const std::vector<PlanChoice>& plans) {
+  if (model.empty() == preset.empty())
+    throw_input_error("--model/--preset", "", "give exactly one of --model DIR or --preset NAME");
+  const ModelConfig cfg =
+      model.empty() ? preset_config(preset) : read_model_config(model + "/config.json");
+  const std::string& name = model.empty() ? preset : model;
+  const int context = context_length(options, parts, cfg.max_position_embeddings, name);
+  for (const PlanChoice& c : plans)
+    check_plan_for_model(c.plan, c.label, cfg.max_position_embeddings, name);
+  return context;
+}
+
 void print_plan_line(const PlanChoice& c, const std::string& suffix) {
   std::fprintf(stderr, "plan: %s (%s)%s\n", c.label.c_str(), describe(c.plan).c_str(),
                suffix.c_str());
@@ -131,6 +147,12 @@ void settle_plan(PlanChoice& c, ExecutorOptions& eo) {
 
 void check_and_set_regions(const PlanChoice& c, Executor& ex) {
   set_plan_regions(c.plan, c.label, ex);
+  warn_if_other_gpu(c.plan, c.label, ex);
+}
+
+void warn_if_other_gpu(const Plan& p, const std::string& origin, const Executor& ex) {
+  const std::string w = plan_gpu_warning(p, origin, ex.device_name());
+  if (!w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
 }
 #endif
 

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,15 @@ PlanChoice choose_plan(const CLI::App& app, const std::string& file, int batch,
 // `tensor_parallel`.
 PlanChoice default_choice(int batch, bool tensor_parallel);
 
+// Before any GPU work, on every build: the configuration of exactly one of `model` (a checkpoint
+// directory: its config.json, no weights) and `preset`, the run's context (context_length of
+// `parts`, named by `options`) against its max_position_embeddings, and each plan against it
+// (check_plan_for_model: prefill.chunk). One error line naming the option or the plan file and
+// field. Returns the context (the executor's max_seq).
+int check_run_context(const std::string& model, const std::string& preset,
+                      const std::string& options, std::initializer_list<int64_t> parts,
+                      const std::vector<PlanChoice>& plans);
+
 // "plan: LABEL (DESCRIPTION)" + suffix on stderr.
 void print_plan_line(const PlanChoice& c, const std::string& suffix = "");
 
@@ -59,8 +70,12 @@ void print_plan_line(const PlanChoice& c, const std::string& suffix = "");
 void settle_plan(PlanChoice& c, ExecutorOptions& eo);
 
 // The plan's regions checked against the executor's op names (one error line naming the plan and
-// the op) and set on `ex`.
+// the op) and set on `ex`; then warn_if_other_gpu.
 void check_and_set_regions(const PlanChoice& c, Executor& ex);
+
+// One warning line on stderr where `p` was made for another GPU than `ex` runs on
+// (plan_gpu_warning).
+void warn_if_other_gpu(const Plan& p, const std::string& origin, const Executor& ex);
 #endif
 
 }  // namespace megaops::cli

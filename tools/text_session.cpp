@@ -90,6 +90,8 @@ class GpuGenerator : public TokenGenerator {
             [&](size_t d, size_t t) { print_progress("loading weights", d, t); }),
         backend_("GPU, " + describe(plan)) {
     set_plan_regions(plan, plan_origin, ex_);
+    const std::string warning = plan_gpu_warning(plan, plan_origin, ex_.device_name());
+    if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
   }
 
   int start(const std::vector<int>& prompt) override { return ex_.prefill({prompt})[0]; }

@@ -230,7 +230,7 @@ bool operator==(const Plan& a, const Plan& b) {
     const PlanDecode& d = p.decode;
     const PlanMatmul& m = d.matmul;
     return std::make_tuple(
-        p.model, p.batch, p.objective, p.source, p.predicted_us, d.backend, d.pdl,
+        p.model, p.batch, p.gpu, p.objective, p.source, p.predicted_us, d.backend, d.pdl,
         d.overlap_streams, regions(d), d.sharing.policy, d.sharing.split, d.folds.norms,
         d.folds.silu, d.folds.silu_epilogue_min_inter, d.folds.rope, d.chain_counter_waits,
         d.early_trigger_o_proj, d.greedy_in_lm_head, d.conventional_arithmetic, d.vendor_chunks,
@@ -268,11 +268,12 @@ Plan parse_plan(const std::string& text, const std::string& origin) {
                       "expected " + std::to_string(PLAN_VERSION) +
                           " (the version this megaops reads), found " + j["version"].dump());
   const Fields f(j, origin, "",
-                 {"format", "version", "model", "batch", "objective", "source", "predicted_us",
-                  "decode", "prefill"});
+                 {"format", "version", "model", "batch", "gpu", "objective", "source",
+                  "predicted_us", "decode", "prefill"});
   Plan p;
   f.read("model", p.model);
   f.read("batch", p.batch, 1, 64);
+  f.read("gpu", p.gpu);
   f.read_choice("objective", p.objective, {"step", "ttft"});
   f.read("source", p.source);
   if (f.has("predicted_us")) {
@@ -305,6 +306,7 @@ std::string plan_to_json(const Plan& p) {
   j["version"] = PLAN_VERSION;
   j["model"] = p.model;
   j["batch"] = p.batch;
+  j["gpu"] = p.gpu;
   j["objective"] = p.objective;
   j["source"] = p.source;
   if (p.predicted_us >= 0) j["predicted_us"] = p.predicted_us;
@@ -331,7 +333,8 @@ std::string plan_to_json(const Plan& p) {
                    {"stream_kernel", d.matmul.stream_kernel},
                    {"l2_evict_first", d.matmul.l2_evict_first},
                    {"tune", d.matmul.tune}}}};
-  j["prefill"] = {{"path", p.prefill.path}, {"chunk", p.prefill.chunk}};
+  j["prefill"] = {{"path", p.prefill.path}};
+  if (p.prefill.chunk > 0) j["prefill"]["chunk"] = p.prefill.chunk;
   return j.dump(2);
 }
 
@@ -353,6 +356,21 @@ Plan default_plan(int batch) {
     p.decode.pdl = true;
   }
   return p;
+}
+
+void check_plan_for_model(const Plan& p, const std::string& origin, int max_positions,
+                          const std::string& model) {
+  if (p.prefill.chunk > max_positions)
+    throw_input_error(origin, "prefill.chunk",
+                      "expected 1.." + std::to_string(max_positions) +
+                          " (max_position_embeddings of " + model + "), found " +
+                          std::to_string(p.prefill.chunk));
+}
+
+std::string plan_gpu_warning(const Plan& p, const std::string& origin, const std::string& device) {
+  if (p.gpu.empty() || p.gpu == device) return "";
+  return origin + ": warning: made for " + p.gpu + ", running on " + device +
+         ": its choices were predicted for the other GPU (plan again with this GPU's profiles)";
 }
 
 std::string describe(const Plan& p) {

@@ -77,12 +77,19 @@ struct PlanDecode {
 
 struct PlanPrefill {
   std::string path = "layers";  // layers or graph (core/run_options.h, PrefillPath)
-  int chunk = 2048;             // most tokens per prefill chunk, >= 1
+  // Most tokens per prefill chunk, 1..the model's max_position_embeddings (check_plan_for_model);
+  // 0: not set, the executor's default (ExecutorOptions::prefill_chunk, capped at the run's
+  // context).
+  int chunk = 0;
 };
 
 struct Plan {
   std::string model;  // informational (bench takes it when no --model / --preset is given)
   int batch = 1;      // the batch it was made for, 1..64
+  // The GPU it was made for, as CUDA names the device ("NVIDIA H100 80GB HBM3"); "": not said
+  // (plans written before the field, hand-written ones, the defaults). plan_gpu_warning says when
+  // a plan runs on another GPU.
+  std::string gpu;
   std::string objective = "step";  // step or ttft
   std::string source;              // who made it: "megaops plan ...", "default for batch 1", ...
   double predicted_us = -1;        // the planner's prediction; -1: none
@@ -109,6 +116,10 @@ constexpr const char* DEFAULT_PLAN_EVIDENCE = "bench/results/2026-12-04-s27-call
 // The fastest measured configuration for a batch size (see plan.cpp for the measurements).
 Plan default_plan(int batch);
 
+// The warning line for running `p` (from `origin`) on the GPU CUDA names `device`, or "" where
+// the plan names no GPU or this one: "<origin>: made for GPU A, running on GPU B: ...".
+std::string plan_gpu_warning(const Plan& p, const std::string& origin, const std::string& device);
+
 // One short line: "pdl chain, folds norms+silu+rope", "conventional, pdl on",
 // "overlap W=3, 4 regions".
 std::string describe(const Plan& p);
@@ -119,6 +130,12 @@ std::string describe(const Plan& p);
 // region can hold depends on the batch and the GPU: the executor refuses the rest, naming the
 // region and the op.
 void check_plan_runnable(const Plan& p, const std::string& origin);
+
+// Checks what a plan can only be checked against once the model is known, before anything runs:
+// prefill.chunk at most the model's context (`max_positions`, its max_position_embeddings).
+// InputError "<origin>: prefill.chunk: expected 1..N (max_position_embeddings of MODEL), found X".
+void check_plan_for_model(const Plan& p, const std::string& origin, int max_positions,
+                          const std::string& model);
 
 // Checks the regions' first ops against `op_names`, the executor's overlap op names in step order
 // (the last one, step_advance, cannot start a region): each must exist, the first must be

@@ -723,6 +723,7 @@ PlanResult plan(const OpGraph& g, const ServiceTable& table, const PlanOptions& 
   const RegionGraph rg = rg_in ? *rg_in : default_region_graph(g);
   Planner p{g, rg, table, options, cost, {}, {}, {}, {}, {}, {}, {}, 0, {}};
   p.res.model = g.model;
+  p.res.gpu = cost.gpu;
   p.res.batch = g.batch;
   p.res.objective = options.objective;
   const int ng = static_cast<int>(rg.groups.size());

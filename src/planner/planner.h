@@ -44,7 +44,9 @@ const char* backend_name(Backend b);
 const char* policy_name(Policy p);
 const char* objective_name(Objective o);
 
-// Fixed costs of each backend and what the executors support. Defaults: the H200 here.
+// Fixed costs of each backend and what the executors support. Defaults: the H200 here; the GPU
+// (its name, memory bandwidth and SMs) is set from the evidence by apply_target_gpu
+// (planner/target_gpu.h).
 struct CostModel {
   MachineModel machine;
   double launch_us = 1.8;          // one kernel boundary inside a CUDA graph (DESIGN.md, measured)
@@ -98,7 +100,7 @@ struct CostModel {
   bool fixed_split_supported = true;  // executor_supports for the fixed-split sharing policy
   bool persistent_supported = true;   // executor_supports for persistent regions
   bool dynamic_supported = false;     // executor_supports for the dynamic sharing policy
-  std::string gpu = "NVIDIA H200";    // service-table key
+  std::string gpu = "NVIDIA H200";    // the GPU planned for: the service-table key
   std::string dtype = "bf16";
 };
 
@@ -169,6 +171,7 @@ struct OpCalibration {
 
 struct PlanResult {
   std::string model;
+  std::string gpu;  // the GPU planned for (CostModel::gpu)
   int batch = 0;
   Objective objective = Objective::Step;
   double baseline_us = 0;               // all conventional, serial (calibrated)

@@ -44,6 +44,9 @@ const ExecutorOptions& ConventionalExecutor::options() const {
 cudaStream_t ConventionalExecutor::stream() const {
   return impl_->stream;
 }
+const std::string& ConventionalExecutor::device_name() const {
+  return impl_->device_name;
+}
 size_t ConventionalExecutor::weight_bytes() const {
   return impl_->weight_bytes;
 }

@@ -45,6 +45,7 @@ class ConventionalExecutor final : public Executor {
   size_t kv_bytes_read() const override;
   size_t kv_bytes_per_step() const override;
   cudaStream_t stream() const override;
+  const std::string& device_name() const override;
 
  private:
   std::unique_ptr<ExecutorCore> impl_;

@@ -96,6 +96,10 @@ class Executor {
   virtual size_t kv_bytes_per_step() const = 0;
 
   virtual cudaStream_t stream() const = 0;
+
+  // The GPU the executor runs on, as CUDA names it (cudaDeviceProp::name, "NVIDIA H200"): what a
+  // plan's gpu field is compared with.
+  virtual const std::string& device_name() const = 0;
 };
 
 // The executor for `opt` (today every backend runs behind ConventionalExecutor, which picks the

@@ -101,6 +101,7 @@ struct ExecutorCore {
   DeviceMemory mem;
   cudaStream_t stream = nullptr;
   std::unique_ptr<MatmulContext> mm;
+  std::string device_name;  // cudaDeviceProp::name of the device set up on
 
   // Tensor parallelism (ExecutorOptions::tp): `cfg` above is this rank's configuration (its heads,
   // kv heads and intermediate features), `full_cfg` the model's; vocab_part = the LM head rows this

@@ -51,7 +51,7 @@ void apply_plan(const Plan& plan, ExecutorOptions& eo) {
   m.stream_l2_evict_first = d.matmul.l2_evict_first;
   m.tune = d.matmul.tune;
   eo.prefill_path = parse_prefill_path(plan.prefill.path, "plan", "prefill.path");
-  eo.prefill_chunk = plan.prefill.chunk;
+  eo.prefill_chunk = plan.prefill.chunk > 0 ? plan.prefill.chunk : ExecutorOptions{}.prefill_chunk;
 }
 
 Plan plan_from_options(const ExecutorOptions& eo) {
@@ -99,7 +99,8 @@ Plan plan_from_options(const ExecutorOptions& eo) {
   d.matmul.l2_evict_first = m.stream_l2_evict_first;
   d.matmul.tune = m.tune;
   p.prefill.path = prefill_path_name(eo.prefill_path);
-  p.prefill.chunk = eo.prefill_chunk;
+  // The executor's default chunk is the plan's unset one.
+  p.prefill.chunk = eo.prefill_chunk == ExecutorOptions{}.prefill_chunk ? 0 : eo.prefill_chunk;
   return p;
 }
 

@@ -20,6 +20,11 @@ void ExecutorCore::setup(const ModelConfig& model, const WeightFiller& weights,
   full_cfg = model;
   cfg = model;
   opt = options;
+  int device = 0;
+  MEGAOPS_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  MEGAOPS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  device_name = prop.name;
   // Tensor parallelism: validate, then compute with this rank's configuration.
   setup_tp(model);
   validate_options(model);
@@ -68,7 +73,9 @@ void ExecutorCore::validate_options(const ModelConfig& model) {
     throw_input_error("executor", "max_seq",
                       "expected 1.." + std::to_string(model.max_position_embeddings) +
                           " (max_position_embeddings), found " + std::to_string(opt.max_seq));
-  if (opt.prefill_chunk < 1) throw_input_error("executor", "prefill_chunk", "expected >= 1");
+  if (opt.prefill_chunk < 1)
+    throw_input_error("executor", "prefill_chunk",
+                      "expected >= 1, found " + std::to_string(opt.prefill_chunk));
   // A prefill never holds more than max_batch * max_seq tokens, so no chunk needs to be larger:
   // short-context executors do not pay for 2048-token activation buffers.
   opt.prefill_chunk = static_cast<int>(

@@ -23,6 +23,7 @@ Plan unusual_plan() {
   Plan p;
   p.model = "llama3.2-1b";
   p.batch = 8;
+  p.gpu = "NVIDIA H100 80GB HBM3";
   p.objective = "ttft";
   p.source = "test";
   p.predicted_us = 812.5;
@@ -52,6 +53,29 @@ TEST(Plan, RoundTripsEveryField) {
     const Plan d = default_plan(b);
     EXPECT_EQ(parse_plan(plan_to_json(d), "d.json"), d) << b;
   }
+}
+
+// A plan written before plans named their GPU (every other field, no "gpu") reads as before, for
+// no GPU in particular; one that names a GPU warns on another one only.
+TEST(Plan, NamesTheGpuItWasMadeForAndOlderPlansStillRead) {
+  const Plan p = unusual_plan();
+  json old = json::parse(plan_to_json(p));
+  ASSERT_EQ(old["gpu"], "NVIDIA H100 80GB HBM3");
+  old.erase("gpu");
+  const Plan read = parse_plan(old.dump(), "old.json");
+  EXPECT_EQ(read.gpu, "");
+  Plan expected = p;
+  expected.gpu = "";
+  EXPECT_EQ(read, expected);
+  EXPECT_EQ(plan_gpu_warning(read, "old.json", "NVIDIA H200"), "");
+  EXPECT_EQ(plan_gpu_warning(p, "p.json", "NVIDIA H100 80GB HBM3"), "");
+  const std::string w = plan_gpu_warning(p, "p.json", "NVIDIA H200");
+  EXPECT_EQ(w.find("p.json: warning: made for NVIDIA H100 80GB HBM3, running on NVIDIA H200"), 0u)
+      << w;
+  EXPECT_EQ(w.find('\n'), std::string::npos) << w;
+  for (const char* bad : {R"({"format": "megaops-plan", "version": 1, "gpu": 3})",
+                          R"({"format": "megaops-plan", "version": 1, "gpu": null})"})
+    EXPECT_THROW(parse_plan(bad, "g.json"), InputError) << bad;
 }
 
 TEST(Plan, WritesFormatAndVersionFirst) {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "gpu_test_util.h"
+#include "graph/plan.h"
 #include "models/model_config.h"
 #include "models/step_graph.h"
 #include "reference/model.h"
@@ -326,6 +327,32 @@ TEST(Conventional, DecodeStepsStreamsWhatDecodeStepReturns) {
     EXPECT_EQ(std::memcmp(logits.data(), want_logits.data(), logits.size() * 4), 0);
     EXPECT_EQ(ex.decode_steps(3, {}).size(), 2u);  // no callback
   }
+}
+
+// The executor names its device as CUDA does, and a plan made for another GPU gets its warning
+// line from that name (a plan for this GPU, or for none, gets none).
+TEST(Conventional, DeviceNameIsCudasAndPlansForOtherGpusWarn) {
+  MEGAOPS_REQUIRE_GPU();
+  ExecutorOptions opt;
+  opt.step_graph = build_step_graph;
+  opt.max_batch = 1;
+  opt.max_seq = 8;
+  ConventionalExecutor ex(preset_config("tiny-llama3"), random_filler(1), opt);
+  int device = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, device), cudaSuccess);
+  EXPECT_EQ(ex.device_name(), std::string(prop.name));
+  Plan p;
+  EXPECT_EQ(plan_gpu_warning(p, "p.json", ex.device_name()), "");
+  p.gpu = prop.name;
+  EXPECT_EQ(plan_gpu_warning(p, "p.json", ex.device_name()), "");
+  p.gpu = "NVIDIA Imaginary GPU";
+  const std::string w = plan_gpu_warning(p, "p.json", ex.device_name());
+  EXPECT_EQ(w.find("p.json: warning: made for NVIDIA Imaginary GPU, running on " +
+                   std::string(prop.name)),
+            0u)
+      << w;
 }
 
 TEST(Conventional, InputErrors) {

@@ -520,8 +520,9 @@ TEST(Cli, PlanWithMissingProfile) {
 }
 
 // Kernel boundaries measured by `bench-boundary` on the planned GPU replace the cost model's
-// launch_us and pdl_wait_us (said on stderr, and the predictions move); on another GPU they are
-// not used. bench-boundary's own options are checked before it looks for a GPU.
+// launch_us and pdl_wait_us (said on stderr, and the predictions move). Measured on another GPU
+// than --gpu names, they are refused. bench-boundary's own options are checked before it looks
+// for a GPU.
 TEST(Cli, PlanTakesMeasuredKernelBoundaries) {
   const std::string tag = std::to_string(getpid());
   const fs::path bench = fs::path(::testing::TempDir()) / ("megaops-boundary-" + tag + ".json");
@@ -558,11 +559,11 @@ TEST(Cli, PlanTakesMeasuredKernelBoundaries) {
       << measured.out;
   // Each of the step's 149 launches 2.7 us dearer (no profile: first-principles op times).
   EXPECT_NEAR(baseline(measured.out) - baseline(plain.out), 149 * 2.7, 0.5) << measured.out;
-  write("NVIDIA H100 NVL");
-  const Result other =
-      run_cli("plan --preset llama3.2-1b --batch 1 --top 0 --profile " + bench.string());
-  EXPECT_EQ(other.out.find("kernel boundary costs"), std::string::npos) << other.out;
-  EXPECT_NEAR(baseline(other.out), baseline(plain.out), 1e-6) << other.out;
+  const Result other = run_cli(
+      "plan --preset llama3.2-1b --batch 1 --top 0 --gpu \"NVIDIA H100 "
+      "NVL\" --hbm-gbps 3900 --sms 132 --profile " +
+      bench.string());
+  expect_one_line_error(other, "--gpu: expected the GPU the evidence was measured on");
   fs::remove(bench);
   expect_each_bad_option("bench-boundary", {{"--kernels 1", "--kernels"},
                                             {"--kb 0", "--kb"},

@@ -55,7 +55,8 @@ def fragment(rng, code):
         # Any code point except surrogates: the pre-tokenizer regex's character classes at their
         # edges (private use, combining marks, controls). Not those unassigned in Unicode 14:
         # Debian 12's PCRE2 (10.42) has Unicode 14's tables and HF's Oniguruma Unicode 16's, so a
-        # character added since (e.g. U+1CCF7, a digit in 16) is classed differently; README says so.
+        # character added since (e.g. U+1CCF7, a digit in 16) is classed differently; docs/python.md
+        # says so.
         while True:
             c = rng.randint(0, 0x10FFFF)
             if not 0xD800 <= c <= 0xDFFF and (unicodedata.category(chr(c)) != "Cn" or c >= 0xE0000):
