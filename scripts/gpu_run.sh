@@ -107,7 +107,7 @@ if want persistent; then
     esac
     for stages in ${PERSISTENT_STAGES:-0}; do
       plans="$OUT/plans_${preset}_s$stages"
-      python3 scripts/persistent_plans.py "$plans" "$layers" --stages "$stages"
+      python3 scripts/persistent_plans.py "$plans" "$layers" --stages "$stages" --model "$preset"
       for round in 1 2; do
         order="chain whole layers mlp"
         [ $round = 2 ] && order="mlp layers whole chain"

@@ -15,6 +15,7 @@ struct TraceEvent {
   uint32_t op_index = 0;  // position of the op in the step
   uint32_t block = 0;     // linear CTA index within the op's grid
   uint32_t smid = 0;
+  int32_t tile = -1;  // a persistent region's task: the tile of the op it ran; -1: a whole launch
   uint64_t wait_start_ns = 0, wait_end_ns = 0, work_end_ns = 0;
 };
 

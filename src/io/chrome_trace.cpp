@@ -47,6 +47,8 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events, const Trace
     sm_lanes[e.smid] = std::max(sm_lanes[e.smid], lanes[i] + 1);
     // One complete ("X") slice of this CTA's lane.
     auto slice = [&](const char* cat, uint64_t from, uint64_t to) {
+      nlohmann::json args = {{"op_index", e.op_index}, {"cta", e.block}};
+      if (e.tile >= 0) args["tile"] = e.tile;
       out.push_back({{"name", e.op},
                      {"cat", cat},
                      {"ph", "X"},
@@ -54,7 +56,7 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events, const Trace
                      {"dur", us(to) - us(from)},
                      {"pid", e.smid},
                      {"tid", lanes[i]},
-                     {"args", {{"op_index", e.op_index}, {"cta", e.block}}}});
+                     {"args", std::move(args)}});
     };
     if (e.wait_end_ns > e.wait_start_ns) slice("wait", e.wait_start_ns, e.wait_end_ns);
     slice("work", e.wait_end_ns, e.work_end_ns);

@@ -32,6 +32,7 @@
 
 #include "core/region_pack.h"
 #include "kernels/common.cuh"
+#include "kernels/tile_sync.cuh"
 #include "sync/tile_semaphore.cuh"
 
 namespace megaops {
@@ -47,9 +48,16 @@ struct RegionSync {
   // Random delays before each task's waits and before its signals (stress tests); off when
   // max_delay_ns == 0. maybe_delay adds the compile-time ones of MEGAOPS_INJECT_DELAYS builds.
   DelayParams delay;
+  // Per op of the schedule's graph, its index in the step graph (what the watchdog, the traces and
+  // drop_signal_op name), where the schedule's graph is not the step graph itself (a region that
+  // leaves out the ops folded into a neighbour); null: the same indices.
+  const int32_t* step_op = nullptr;
   // Test knob: the tasks of this op (a step graph index) never signal, so a consumer's wait must
   // trip the watchdog; -1: off.
   int32_t drop_signal_op = -1;
+  // Timeline tracing (`megaops trace`): one record per task, as the overlap kernels write one per
+  // CTA (block: the CTA; pad: the tile); records null: off.
+  TraceParams trace;
 };
 
 namespace detail {
@@ -103,26 +111,44 @@ __device__ __forceinline__ bool persistent_region_run(const RegionSync& sync, ui
     const int32_t task = cta_task[k];
     const int32_t op = task_op[task];
     const int32_t tile = task_tile[task];
+    const int32_t named = sync.step_op != nullptr ? sync.step_op[op] : op;
     prologue(op, tile, task);
+    uint64_t wait_start = 0, wait_end = 0;
     if (leader) {
+      if (sync.trace.records) wait_start = globaltimer_ns();
       const uint64_t site = detail::region_delay_site(step, task, 0);
       random_delay(sync.delay, site);
       maybe_delay(sync.delay.seed, site);
-      const WaitSite at{static_cast<uint32_t>(op), static_cast<uint32_t>(tile)};
+      const WaitSite at{static_cast<uint32_t>(named), static_cast<uint32_t>(tile)};
       for (int32_t w = wait_begin[task]; w < wait_begin[task + 1]; ++w)
         tile_wait(&sync.semaphores[wait_sem[w]],
                   tile_target(step, static_cast<uint32_t>(wait_target[w])), at, sync.watchdog);
+      if (sync.trace.records) wait_end = globaltimer_ns();
     }
     // Hands thread 0's acquire to every thread before the body reads its inputs.
     __syncthreads();
     body(op, tile, task);
     // Orders every thread's stores of the body before thread 0's release.
     __syncthreads();
+    if (leader && sync.trace.records) {
+      const uint32_t at = atomicAdd(sync.trace.cursor, 1u);
+      if (at < sync.trace.capacity) {
+        TileTraceRecord r;
+        r.wait_start_ns = wait_start;
+        r.wait_end_ns = wait_end;
+        r.work_end_ns = globaltimer_ns();
+        r.op = static_cast<uint32_t>(named);
+        r.block = blockIdx.x;
+        r.smid = detail::sm_id();
+        r.pad = static_cast<uint32_t>(tile);
+        sync.trace.records[at] = r;
+      }
+    }
     if (leader) {
       const uint64_t site = detail::region_delay_site(step, task, 1);
       random_delay(sync.delay, site);
       maybe_delay(sync.delay.seed, site);
-      if (op != sync.drop_signal_op)
+      if (named != sync.drop_signal_op)
         for (int32_t i = signal_begin[task]; i < signal_begin[task + 1]; ++i)
           tile_signal(&sync.semaphores[signal_sem[i]]);
     }

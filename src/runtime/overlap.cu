@@ -339,6 +339,9 @@ std::vector<TraceEvent> ExecutorCore::take_overlap_trace(uint64_t* dropped) {
     e.op = r.op < st.op_names.size() ? st.op_names[r.op] : "op " + std::to_string(r.op);
     e.op_index = r.op;
     e.block = r.block;
+    // A persistent region's record is a task: its tile travels in the record's spare word.
+    if (r.op < st.region_of.size() && st.region_persistent[static_cast<size_t>(st.region_of[r.op])])
+      e.tile = static_cast<int32_t>(r.pad);
     e.smid = r.smid;
     e.wait_start_ns = r.wait_start_ns;
     e.wait_end_ns = r.wait_end_ns;

@@ -93,16 +93,59 @@ RegionOp region_op_of(const MatmulParams&, std::string* refusal) {
 
 namespace {
 
-// The step graph as the region's schedule tiles it for `ctas` CTAs: a matmul's or silu_mul's
-// columns in at most `ctas` tiles of whole 8-column blocks (the streaming kernel's row blocks), so
-// every CTA has a share of each; attention and qkv_rope by head, as the graph has them; an op whose
-// task covers every column (the norms, which update the residual in place; the embedding and the
-// sampler; ops folded into a neighbour, which compute nothing) one tile per row block.
-OpGraph region_graph(const OpGraph& g, int first, int last, int ctas, std::vector<OverlapOp>& ops) {
-  OpGraph r = g;
+// The region's graph as its schedule sees it: the ops before the region as they are (their
+// outputs are ready when it starts), then the region's ops but those folded into a neighbour
+// (kind None: they compute nothing, so a task of theirs would only add a hop between producer
+// and consumer); a consumer of a folded op reads the folded op's producer instead, every column
+// of its row block unless both read columns (same columns, or attention's head through
+// same-columns qkv_rope). Tiles for `ctas` CTAs: a matmul's or silu_mul's columns in at most
+// `ctas` tiles of whole 8-column blocks (the streaming kernel's row blocks), so every CTA has a
+// share of each; attention and qkv_rope by head, as the graph has them; an op whose task covers
+// every column (the norms, which update the residual in place; the embedding and the sampler)
+// one tile per row block.
+struct RegionGraph {
+  OpGraph g;
+  int first = 0, last = 0;     // the region's range in g
+  std::vector<int32_t> op_of;  // per op of g: its index in the step graph
+};
+
+ReadPattern composed(ReadPattern consumer, ReadPattern producer) {
+  const bool columns = producer == ReadPattern::SameColumns;
+  if (columns && (consumer == ReadPattern::SameColumns || consumer == ReadPattern::AttentionHead))
+    return consumer;
+  return ReadPattern::AllFoldable;
+}
+
+RegionGraph region_graph(const OpGraph& step, int first, int last, int ctas,
+                         std::vector<OverlapOp>& ops) {
+  RegionGraph r;
+  r.g = step;
+  r.g.ops.assign(step.ops.begin(), step.ops.begin() + first);
+  for (int k = 0; k < first; ++k) r.op_of.push_back(k);
+  std::vector<int> index_of(step.ops.size(), -1);
+  for (int k = 0; k < first; ++k) index_of[static_cast<size_t>(k)] = k;
+  // What a consumer reads through op k: k itself, or for a folded op its producer.
+  std::vector<OpInput> through(step.ops.size());
   for (int k = first; k <= last; ++k) {
-    Op& o = r.ops[static_cast<size_t>(k)];
+    const Op& src = step.ops[static_cast<size_t>(k)];
     RegionOp& op = ops[static_cast<size_t>(k)].region;
+    std::vector<OpInput> inputs;
+    for (const OpInput& in : src.inputs) {
+      if (in.producer >= first &&
+          ops[static_cast<size_t>(in.producer)].region.kind == RegionTaskKind::None) {
+        const OpInput& via = through[static_cast<size_t>(in.producer)];
+        if (via.producer >= 0) inputs.push_back({via.producer, composed(in.pattern, via.pattern)});
+        continue;
+      }
+      inputs.push_back({index_of[static_cast<size_t>(in.producer)], in.pattern});
+    }
+    if (op.kind == RegionTaskKind::None) {
+      // A folded op has one input (its producer); its consumers read that instead.
+      if (inputs.size() == 1) through[static_cast<size_t>(k)] = inputs[0];
+      continue;
+    }
+    Op o = src;
+    o.inputs = std::move(inputs);
     switch (op.kind) {
       case RegionTaskKind::Matmul:
       case RegionTaskKind::SiluMul: {
@@ -117,7 +160,12 @@ OpGraph region_graph(const OpGraph& g, int first, int last, int ctas, std::vecto
         o.tile_cols = o.cols;
     }
     op.tile_cols = static_cast<int32_t>(o.tile_cols);
+    index_of[static_cast<size_t>(k)] = static_cast<int>(r.g.ops.size());
+    r.g.ops.push_back(std::move(o));
+    r.op_of.push_back(k);
   }
+  r.first = first;
+  r.last = static_cast<int>(r.g.ops.size()) - 1;
   return r;
 }
 
@@ -147,16 +195,15 @@ void ExecutorCore::build_persistent_regions(std::vector<OverlapOp>& ops) {
         throw_input_error(
             "executor", where,
             "op '" + ops[k].name + "' cannot run in a persistent region: " + ops[k].region_refusal);
-    std::vector<RegionOp> table;
-    for (int k = first; k <= last; ++k) table.push_back(ops[k].region);
     auto run = std::make_shared<PersistentRegionRun>();
     run->region = region;
     run->first_op = first;
     run->last_op = last;
     PersistentRegionParams& p = run->params;
-    const int stages = opt.persistent_stages;  // 0: the deepest ring that fits
-    MEGAOPS_CUDA_CHECK(
-        region_smem_layout(table.data(), static_cast<int>(table.size()), stages, &p.smem));
+    std::vector<RegionOp> kinds;
+    for (int k = first; k <= last; ++k) kinds.push_back(ops[k].region);
+    MEGAOPS_CUDA_CHECK(region_smem_layout(kinds.data(), static_cast<int>(kinds.size()),
+                                          opt.persistent_stages, &p.smem));
     MEGAOPS_CUDA_CHECK(persistent_region_max_resident_ctas(p.smem, &run->resident));
     const int budget = opt.overlap_regions[static_cast<size_t>(region)].cta_budget;
     if (budget > run->resident)
@@ -165,32 +212,38 @@ void ExecutorCore::build_persistent_regions(std::vector<OverlapOp>& ops) {
                             " (the region kernel's CTAs that fit on this GPU at once), found " +
                             std::to_string(budget));
     p.num_ctas = budget > 0 ? budget : run->resident;
-    const OpGraph g = region_graph(decode_graph, first, last, p.num_ctas, ops);
-    for (int k = first; k <= last; ++k) table[k - first].tile_cols = ops[k].region.tile_cols;
+    const RegionGraph rg = region_graph(decode_graph, first, last, p.num_ctas, ops);
+    if (rg.last < rg.first) continue;  // only folded ops: nothing to launch
+    std::vector<RegionOp> table;
+    for (int i = rg.first; i <= rg.last; ++i) table.push_back(ops[rg.op_of[i]].region);
     RegionScheduleOptions so;
     so.is_vendor_gemm = [](const Op&) { return false; };  // refused above, by the launch's path
     so.assign = opt.persistent_round_robin ? RegionAssign::RoundRobin : RegionAssign::EarliestFree;
     const RegionSchedule sched =
-        build_region_schedule(g, first, last, p.num_ctas, run->resident, so);
+        build_region_schedule(rg.g, rg.first, rg.last, p.num_ctas, run->resident, so);
     run->tasks = sched.num_tasks();
     const std::vector<int32_t> words = pack_region_schedule(sched);
     const std::string name = "persistent region " + std::to_string(region) + " ";
     int32_t* dev_words = mem.alloc_array<int32_t>(name + "schedule", words.size());
+    int32_t* dev_op_of = mem.alloc_array<int32_t>(name + "op ids", rg.op_of.size());
     RegionOp* dev_ops = mem.alloc_array<RegionOp>(name + "op table", table.size());
     uint32_t* sems = mem.alloc_array<uint32_t>(name + "semaphores",
                                                static_cast<size_t>(sched.num_semaphores) + 2);
     MEGAOPS_CUDA_CHECK(cudaMemcpy(dev_words, words.data(), words.size() * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice));
+    MEGAOPS_CUDA_CHECK(cudaMemcpy(dev_op_of, rg.op_of.data(), rg.op_of.size() * sizeof(int32_t),
                                   cudaMemcpyHostToDevice));
     MEGAOPS_CUDA_CHECK(
         cudaMemcpy(dev_ops, table.data(), table.size() * sizeof(RegionOp), cudaMemcpyHostToDevice));
     MEGAOPS_CUDA_CHECK(
         cudaMemset(sems, 0, (static_cast<size_t>(sched.num_semaphores) + 2) * sizeof(uint32_t)));
     MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());
+    p.sync.step_op = dev_op_of;
+    p.first_op = rg.first;
     p.sync.schedule = dev_words;
     p.sync.semaphores = sems + 2;
     p.launches = sems;
     p.ops = dev_ops;
-    p.first_op = first;
     for (int k = first; k <= last; ++k) {
       ops[k].in_persistent = true;
       // The region orders its ops itself; the op after it starts once it completed (stream order
@@ -209,6 +262,7 @@ cudaError_t ExecutorCore::launch_persistent(const OverlapOp& op, cudaStream_t s,
                                             int drop_signal_op) const {
   PersistentRegionParams p = op.persistent->params;
   p.sync.drop_signal_op = drop_signal_op;
+  p.sync.trace = TraceParams{ovl->trace_records, ovl->trace_cursor, opt.overlap_trace_capacity};
   p.sync.watchdog = ovl->watchdog->params();
   p.sync.delay = DelayParams{opt.overlap_delay_max_ns, opt.overlap_delay_seed};
   return launch_persistent_region(p, LaunchOptions{s, false});

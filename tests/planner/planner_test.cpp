@@ -245,6 +245,7 @@ TEST(Planner, BarrierWinsWhenOverlapStarvesABandwidthBoundOp) {
   PlanOptions opt;
   opt.splits = {66, 88};
   opt.step_backends = {};  // the compositions only (PDL: WholeStepBackends* below)
+  opt.backends = {Backend::Conventional, Backend::Overlap};  // the overlap question alone
   const RegionGraph rg = single_op_groups(g);
   const PlanResult r = plan(g, ServiceTable(), opt, cost, &rg);
   // Conventional: each op streams at the full bandwidth: 4 waves of 10 us, plus its boundary.
