@@ -67,7 +67,7 @@ __device__ void qkv_rope_head(const QkvRopeParams& p, int64_t item, const QkvRop
     if (pos < 0 || pos >= p.max_seq) return;
     const int kv_head = is_v ? head - p.num_heads - p.num_kv_heads : head - p.num_heads;
     const int64_t slot = p.slots[tok];
-    const int64_t offset = ((slot * p.max_seq + pos) * p.num_kv_heads + kv_head) * hd;
+    const int64_t offset = (kv_row(p.kv, slot, pos, p.max_seq) * p.num_kv_heads + kv_head) * hd;
     dst = (is_v ? p.v_cache : p.k_cache) + offset;
   }
   qkv_rope_row_store(dst, hd, lo, hi);
@@ -125,7 +125,7 @@ cudaError_t preload_qkv_rope_kernels() {
 cudaError_t launch_qkv_rope(const QkvRopeParams& p) {
   if (p.t < 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 || p.head_dim <= 0 ||
       p.head_dim % 4 != 0 || p.head_dim > QKV_ROPE_MAX_HEAD_DIM || p.max_seq <= 0 ||
-      p.num_heads % p.num_kv_heads != 0 || !(p.eps >= 0.0f))
+      p.num_heads % p.num_kv_heads != 0 || !(p.eps >= 0.0f) || !kv_pages_valid(p.kv, p.max_seq))
     return cudaErrorInvalidValue;
   if (p.t == 0) return cudaSuccess;
   if (p.max_ctas < 0) return cudaErrorInvalidValue;
