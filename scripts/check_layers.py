@@ -34,7 +34,10 @@ RULES = {
     "models": {"io", "graph", "core"},
     "planner": {"graph", "core"},
     "kernels": {"sync", "core"},
-    "runtime": {"graph", "kernels", "sync", "core"},
+    # The GPU model runner (runtime/paged_runner.h) implements the engine's ModelRunner interface
+    # (engine/model_runner.h, a header of plain types): the one edge from the runtime up to the
+    # engine, so that the engine reaches the GPU only through that interface.
+    "runtime": {"graph", "kernels", "sync", "core", "engine"},
     # The fp32 oracle of the whole model reads checkpoints and configs like any user of them, and
     # the model's description (graph/model_config.h, graph/tensor_parallel.h).
     "reference": {"models", "graph", "io", "core"},
