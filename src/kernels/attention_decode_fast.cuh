@@ -279,18 +279,26 @@ __device__ __forceinline__ void decode_fast_merge_warps(
 // zero: before the prologue has formed them), or from the prologue's rows in shared memory.
 enum class OwnKeys { Cache, Skip, Shared };
 
-// A round's K / V rows of one key slot: keys base + kslot + u * STEP (u < UNROLL) below key_end,
-// zeros past it. PAGED: blk[u] holds each key's block (a round ahead, KvSeqRows::block_of); kp /
-// vp point at the kv head's and lane's dims of row 0 of the cache; contiguous: of the slot's
-// first row.
-template <int UNROLL, int STEP, bool PAGED, OwnKeys OWN>
-__device__ __forceinline__ void decode_fast_load_round(
-    const bf16* kp, const bf16* vp, int64_t row, const KvSeqRows<PAGED>& seq,
-    const int32_t (&blk)[UNROLL], int base, int kslot, int key_end, bool has_dims, int dim0,
-    const int (&sub_pos)[ROPE_FOLD_MAX_ROWS], uint4 (&kr)[UNROLL], uint4 (&vr)[UNROLL]) {
+// A round's K / V rows of one key slot of LPK lanes: keys base + kslot + u * STEP (u < UNROLL)
+// below key_end, zeros past it. PAGED: lane u of the slot holds key u's block in `blk` (loaded a
+// round ahead, decode_fast_fetch_block; LPK >= UNROLL), which every lane of the slot takes by a
+// shuffle, so a lane keeps one block id instead of UNROLL; kp / vp point at the kv head's and
+// lane's dims of row 0 of the cache. Contiguous: of the slot's first row, `blk` unused. Called by
+// whole warps (the shuffles); the round bounds are warp-uniform.
+template <int LPK, int UNROLL, int STEP, bool PAGED, OwnKeys OWN>
+__device__ __forceinline__ void decode_fast_load_round(const bf16* kp, const bf16* vp, int64_t row,
+                                                       const KvSeqRows<PAGED>& seq, int32_t blk,
+                                                       int base, int kslot, int key_end,
+                                                       bool has_dims, int dim0,
+                                                       const int (&sub_pos)[ROPE_FOLD_MAX_ROWS],
+                                                       uint4 (&kr)[UNROLL], uint4 (&vr)[UNROLL]) {
+  static_assert(!PAGED || LPK >= UNROLL, "a slot's lanes hold its round's blocks");
+  [[maybe_unused]] const int slot_lane0 = (threadIdx.x % 32) & ~(LPK - 1);
 #pragma unroll
   for (int u = 0; u < UNROLL; ++u) {
     const int key = base + kslot + u * STEP;
+    [[maybe_unused]] int32_t block = 0;
+    if constexpr (PAGED) block = __shfl_sync(0xffffffffu, blk, slot_lane0 + u);
     kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);
     if (!has_dims || key >= key_end) continue;
     if constexpr (OWN != OwnKeys::Cache) {
@@ -304,24 +312,33 @@ __device__ __forceinline__ void decode_fast_load_round(
         continue;
       }
     }
-    const int64_t at = (PAGED ? seq.row_in(blk[u], key) : key) * row;
-    kr[u] = *reinterpret_cast<const uint4*>(kp + at);
-    vr[u] = *reinterpret_cast<const uint4*>(vp + at);
+    if constexpr (PAGED) {
+      // A 32-bit byte offset from a CTA-uniform base (kp / vp without the lane's dims): the load
+      // can take the base from a uniform register and only the offset from the lane's, which
+      // keeps the round's addresses out of the registers the loads' results need. A paged
+      // layer's cache is below 4 GiB (KvPages).
+      const uint32_t at = (seq.row_in32(block, key) * static_cast<uint32_t>(row) + dim0) * 2u;
+      kr[u] = *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(kp) + at);
+      vr[u] = *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(vp) + at);
+    } else {
+      const int64_t at = key * row;
+      kr[u] = *reinterpret_cast<const uint4*>(kp + at);
+      vr[u] = *reinterpret_cast<const uint4*>(vp + at);
+    }
   }
 }
 
-// PAGED: the blocks of the round at `base` (keys below key_end; 0 past it, never used).
-template <int UNROLL, int STEP, bool PAGED>
-__device__ __forceinline__ void decode_fast_fetch_blocks(const KvSeqRows<PAGED>& seq, int base,
-                                                         int kslot, int key_end, bool has_dims,
-                                                         int32_t (&blk)[UNROLL]) {
-#pragma unroll
-  for (int u = 0; u < UNROLL; ++u) {
+// PAGED: lane u of each key slot loads the block of the slot's key u of the round at `base` (0
+// past key_end and for lanes past UNROLL; never used).
+template <int LPK, int UNROLL, int STEP, bool PAGED>
+__device__ __forceinline__ int32_t decode_fast_fetch_block(const KvSeqRows<PAGED>& seq, int base,
+                                                           int kslot, int key_end) {
+  if constexpr (PAGED) {
+    const int u = (threadIdx.x % 32) & (LPK - 1);
     const int key = base + kslot + u * STEP;
-    blk[u] = 0;
-    if constexpr (PAGED)
-      if (has_dims && key < key_end) blk[u] = seq.block_of(key);
+    if (u < UNROLL && key < key_end) return seq.block_of(key);
   }
+  return 0;
 }
 
 // The rope fold's state of one CTA (decode_attention_fast, FOLD): the keys of this launch's rows
@@ -409,10 +426,11 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
   bf16* out = p.out + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd;
   const int64_t row = static_cast<int64_t>(p.num_kv_heads) * hd;  // between positions
   const KvSeqRows<PAGED> seq(p.kv, slot, p.max_seq);
-  // Contiguous: the slot's rows start at kp; paged: the row is the block's, from row 0.
+  // Contiguous: the lane's dims of the slot's first row; paged: the kv head of row 0 (the same
+  // for every lane; decode_fast_load_round adds the row and the lane's dims).
   const int64_t off0 =
-      (PAGED ? kv_head : (slot * p.max_seq * p.num_kv_heads + kv_head)) * static_cast<int64_t>(hd) +
-      dim0;
+      PAGED ? static_cast<int64_t>(kv_head) * hd
+            : (slot * p.max_seq * p.num_kv_heads + kv_head) * static_cast<int64_t>(hd) + dim0;
   const bf16* kp = p.k_cache + off0;
   const bf16* vp = p.v_cache + off0;
 
@@ -422,14 +440,12 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
   // instead (sub_pos; the pairs are step inputs, read before the wait), and every other row of
   // the cache was written by an earlier step (a chain kernel starts only once the one before it
   // has passed its own wait, so every grid before that one has completed).
-  int32_t blk[UNROLL], blk_next[UNROLL];  // round-ahead key blocks (PAGED; zeros otherwise)
+  int32_t blk = 0;  // this lane's block of its slot's round, loaded a round ahead (PAGED)
   if constexpr (PAGED) {
     const DecodeSplitPlan plan0 = decode_split_plan(ctx, splits);
     const int first_end = split < plan0.n_active ? min(ctx, (split + 1) * plan0.chunk) : 0;
-    decode_fast_fetch_blocks<UNROLL, STEP, PAGED>(seq, split * plan0.chunk + warp * SLOTS, kslot,
-                                                  first_end, has_dims, blk_next);
-  } else {
-    decode_fast_fetch_blocks<UNROLL, STEP, PAGED>(seq, 0, kslot, 0, false, blk_next);
+    blk = decode_fast_fetch_block<LPK, UNROLL, STEP, PAGED>(seq, split * plan0.chunk + warp * SLOTS,
+                                                            kslot, first_end);
   }
   // A round's K / V rows. Declared outside the key loop for FOLD, whose first round is loaded
   // before the wait; every other round assigns them all before reading them.
@@ -438,9 +454,8 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
   if constexpr (FOLD) {
     fold = rope_fold_cta(p, splits, bi, y, split, ctx, slot, SLOTS);
     // The cached keys of the first round (this launch's own keys come after the prologue).
-    decode_fast_load_round<UNROLL, STEP, PAGED, OwnKeys::Skip>(kp, vp, row, seq, blk_next,
-                                                               fold.base0, kslot, fold.ke, has_dims,
-                                                               dim0, fold.sub_pos, kr, vr);
+    decode_fast_load_round<LPK, UNROLL, STEP, PAGED, OwnKeys::Skip>(
+        kp, vp, row, seq, blk, fold.base0, kslot, fold.ke, has_dims, dim0, fold.sub_pos, kr, vr);
     fold.warp = rope_fold_warp(p, bi, y, kv_head, fold.has_keys, fold.sub_mask, fold.writes);
   }
   tile_sync_wait(p.sync, step);
@@ -476,16 +491,15 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
   float m[GMAX], l[GMAX], acc[GMAX][8];
   decode_fast_init<GMAX>(p, qraw, q, m, l, acc);
 
-  // blk_next holds the blocks of the round at `base` when an iteration starts.
+  // blk holds this lane's block of the round at `base` when an iteration starts: the round's K / V
+  // loads are issued, then the next round's block is loaded into it while they are in flight.
   for (int base = key_begin + warp * SLOTS; base < key_end; base += STEP * UNROLL) {
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) blk[u] = blk_next[u];
-    decode_fast_fetch_blocks<UNROLL, STEP, PAGED>(seq, base + STEP * UNROLL, kslot, key_end,
-                                                  has_dims, blk_next);
     // FOLD: the first round was loaded before the wait and completed after the prologue.
     if (!FOLD || base != fold.base0)
-      decode_fast_load_round<UNROLL, STEP, PAGED, FOLD ? OwnKeys::Shared : OwnKeys::Cache>(
+      decode_fast_load_round<LPK, UNROLL, STEP, PAGED, FOLD ? OwnKeys::Shared : OwnKeys::Cache>(
           kp, vp, row, seq, blk, base, kslot, key_end, has_dims, dim0, fold.sub_pos, kr, vr);
+    blk = decode_fast_fetch_block<LPK, UNROLL, STEP, PAGED>(seq, base + STEP * UNROLL, kslot,
+                                                            key_end);
     decode_fast_round_update<GMAX, LPK, UNROLL, STEP>(q, kr, vr, key_end, base, kslot, m, l, acc);
   }
 

@@ -15,7 +15,9 @@
 // the contiguous rule without loading anything when block_table is null.
 //
 // block_size is a power of two (position -> block is a shift, block offset a mask: the decode
-// kernels map every key they read) and table_stride covers max_seq positions. Block ids are not
+// kernels map every key they read), table_stride covers max_seq positions, and a paged cache
+// (one layer's K or V) is smaller than 4 GiB: the warp-parallel decode kernel addresses its rows
+// with 32-bit byte offsets from a CTA-uniform base. Block ids are not
 // checked on the device: the owner of the table (the paged runner, from the engine's block
 // manager) validates them on the host. The table is a step input: written before a step's
 // kernels (a copy at the head of the step's graph) and only read by them, with ordinary loads.
@@ -94,6 +96,10 @@ struct KvSeqRows {
       return (static_cast<int64_t>(block) << shift) + (pos & mask);
     else
       return row0 + pos;
+  }
+  // row_in in 32 bits: for caches of fewer than 2^32 bytes a layer (paged: KvPages).
+  __device__ __forceinline__ uint32_t row_in32(int32_t block, int pos) const {
+    return (static_cast<uint32_t>(block) << shift) + static_cast<uint32_t>(pos & mask);
   }
   __device__ __forceinline__ int64_t row(int pos) const {
     if constexpr (PAGED)

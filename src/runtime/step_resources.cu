@@ -122,9 +122,15 @@ void ExecutorCore::validate_kv_options() {
   if (comm != nullptr)
     throw_input_error("executor", "kv_block_size",
                       "the paged cache does not run with tensor parallelism yet");
-  // Cache rows are int64 on the device; the block ids of the table are int32.
-  if (static_cast<int64_t>(opt.kv_num_blocks) + 1 > INT32_MAX)
-    throw_input_error("executor", "kv_num_blocks", "expected < 2^31 - 1 blocks");
+  // The decode kernels address a paged layer's K or V with 32-bit byte offsets
+  // (kernels/kv_pages.cuh).
+  const double layer_bytes = (static_cast<double>(opt.kv_num_blocks) + 1) * opt.kv_block_size *
+                             cfg.kv_dim() * static_cast<double>(sizeof(bf16));
+  if (layer_bytes >= 4294967296.0)
+    throw_input_error("executor", "kv_num_blocks",
+                      "a layer's paged K (or V) cache must be below 4 GiB, found " +
+                          std::to_string(static_cast<int64_t>(layer_bytes)) + " bytes (" +
+                          std::to_string(opt.kv_num_blocks) + " + 1 blocks)");
 }
 
 void ExecutorCore::allocate_weights(const ModelConfig& model) {
