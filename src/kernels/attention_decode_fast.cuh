@@ -359,7 +359,7 @@ struct RopeFoldCta {
 __device__ __forceinline__ RopeFoldCta rope_fold_cta(const DecodeAttentionParams& p, int splits,
                                                      int bi, int y, int split, int ctx,
                                                      int64_t slot, int slots_per_warp) {
-  const int group = p.num_heads / p.num_kv_heads, kv_head = y / group;
+  const int group = p.num_heads / p.num_kv_heads;
   RopeFoldCta f;
   f.pos_self = p.rope.positions[bi];
   const DecodeSplitPlan fp = decode_split_plan(ctx, splits);

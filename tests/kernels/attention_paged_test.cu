@@ -6,17 +6,20 @@
 // (ref::attention_decode_paged), and against the same launch on the contiguous cache, bit for
 // bit. Block sizes 16 and 32, contexts 1, 17, 1000 and 8191 among others; outputs poisoned before
 // each launch. Also: fixed split counts and CTA forms make a row's output independent of its
-// batch, and the launcher's checks of the paging.
+// batch; the qkv_rope fold writing and reading through the table; the launcher's checks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "gpu_test_util.h"
 #include "kernels/attention.cuh"
 #include "kernels/attention_test_util.h"
 #include "kernels/paged_test_util.h"
+#include "kernels/qkv_rope.cuh"
+#include "kernels/rope_fold.cuh"
 #include "reference/ops.h"
 
 namespace megaops {
@@ -67,7 +70,6 @@ struct DecodeCase {
     q_bits = testing::random_q(static_cast<size_t>(b) * s.num_heads * s.head_dim, rng);
   }
   int b() const { return static_cast<int>(ctx.size()); }
-  size_t out_n() const { return static_cast<size_t>(b()) * s.num_heads * s.head_dim; }
 };
 
 // Runs the launch on the contiguous cache (paged false) or its paging; returns the output bits.
@@ -223,6 +225,124 @@ TEST(DecodeAttentionPaged, FixedChoicesAreBatchInvariant) {
           << ") alone differs from the same row in a batch of 32";
     }
   }
+}
+
+// qkv_rope folded into the attention (the PDL chain at batch 1-2) on a paged cache against
+// qkv_rope then the unfolded attention on the contiguous cache: the same output bits, the same
+// cache rows (read back through the table), nothing written outside the table. Rows: (slot,
+// position); a row attends keys [0, position]; two rows of one sequence at consecutive positions
+// (a graph prefill replay) included. Keys below each slot's first written position are random,
+// the rest poison.
+void check_fold(int heads, int kv_heads, int hd, const std::vector<std::pair<int, int>>& rows,
+                int max_seq, int block_size, std::mt19937_64& rng) {
+  SCOPED_TRACE("H=" + std::to_string(heads) + " KV=" + std::to_string(kv_heads) +
+               " hd=" + std::to_string(hd) + " pos0=" + std::to_string(rows[0].second) + " rows=" +
+               std::to_string(rows.size()) + " block_size=" + std::to_string(block_size));
+  const int b = static_cast<int>(rows.size()), slots = 3;
+  const size_t kv_row = static_cast<size_t>(kv_heads) * hd;
+  const RandomPaging paging(slots, max_seq, block_size, 2, rng);
+  std::vector<uint16_t> k_bits(static_cast<size_t>(slots) * max_seq * kv_row, 0xffff);
+  std::vector<uint16_t> v_bits(k_bits.size(), 0xffff);
+  for (int s = 0; s < slots; ++s) {
+    int settled = max_seq;
+    for (const auto& [slot, pos] : rows)
+      if (slot == s) settled = std::min(settled, pos);
+    if (settled == max_seq) continue;
+    const size_t at = static_cast<size_t>(s) * max_seq * kv_row, n = settled * kv_row;
+    const auto kb = testing::to_bf16_bits(testing::random_floats(n, -1, 1, rng));
+    const auto vb = testing::to_bf16_bits(testing::random_floats(n, -1, 1, rng));
+    std::copy(kb.begin(), kb.end(), k_bits.begin() + at);
+    std::copy(vb.begin(), vb.end(), v_bits.begin() + at);
+  }
+  const auto qkv =
+      testing::random_floats(static_cast<size_t>(b) * (heads + 2 * kv_heads) * hd, -2, 2, rng);
+  std::vector<float> inv(hd / 2);
+  for (int i = 0; i < hd / 2; ++i) inv[i] = static_cast<float>(std::pow(500000.0, -2.0 * i / hd));
+  std::vector<int32_t> sl(b), pos(b), ctx(b);
+  for (int i = 0; i < b; ++i) sl[i] = rows[i].first, pos[i] = rows[i].second, ctx[i] = pos[i] + 1;
+  DeviceBuffer<float> d_qkv(qkv.size()), d_inv(inv.size());
+  DeviceBuffer<int32_t> d_sl(b), d_pos(b), d_ctx(b), d_table(paging.table.size());
+  d_qkv.upload(qkv);
+  d_inv.upload(inv);
+  d_sl.upload(sl);
+  d_pos.upload(pos);
+  d_ctx.upload(ctx);
+  d_table.upload(paging.table);
+  std::vector<uint16_t> outs[2], ks[2], vs[2];
+  for (int paged = 0; paged < 2; ++paged) {
+    const std::vector<uint16_t> k0 =
+        paged ? paging.to_paged(k_bits, kv_row, uint16_t{0xffff}) : k_bits;
+    const std::vector<uint16_t> v0 =
+        paged ? paging.to_paged(v_bits, kv_row, uint16_t{0xffff}) : v_bits;
+    DeviceBuffer<uint16_t> d_k(k0.size()), d_v(v0.size());
+    DeviceBuffer<uint16_t> d_q(static_cast<size_t>(b) * heads * hd), d_out(d_q.n);
+    const size_t ws_n = decode_attention_workspace_floats(b, heads, hd, max_seq);
+    DeviceBuffer<float> d_ws(ws_n);
+    DeviceBuffer<uint32_t> d_done(static_cast<size_t>(b) * kv_heads);
+    d_done.upload(std::vector<uint32_t>(d_done.n, 0u));
+    d_k.upload(k0);
+    d_v.upload(v0);
+    d_q.poison();
+    d_out.poison();
+    QkvRopeParams rp;
+    rp.qkv_f32 = d_qkv.ptr;
+    rp.positions = d_pos.ptr;
+    rp.slots = d_sl.ptr;
+    rp.inv_freq = d_inv.ptr;
+    rp.q_out = reinterpret_cast<bf16*>(d_q.ptr);
+    rp.k_cache = reinterpret_cast<bf16*>(d_k.ptr);
+    rp.v_cache = reinterpret_cast<bf16*>(d_v.ptr);
+    if (paged) rp.kv = paging.pages(d_table.ptr);
+    rp.t = b;
+    rp.num_heads = heads;
+    rp.num_kv_heads = kv_heads;
+    rp.head_dim = hd;
+    rp.max_seq = max_seq;
+    DecodeAttentionParams p;
+    p.q = paged ? nullptr : rp.q_out;
+    p.k_cache = rp.k_cache;
+    p.v_cache = rp.v_cache;
+    p.slots = d_sl.ptr;
+    p.ctx_lens = d_ctx.ptr;
+    p.kv = rp.kv;
+    p.out = reinterpret_cast<bf16*>(d_out.ptr);
+    p.workspace = ws_n ? d_ws.ptr : nullptr;
+    p.done_counters = d_done.ptr;
+    p.b = b;
+    p.num_heads = heads;
+    p.num_kv_heads = kv_heads;
+    p.head_dim = hd;
+    p.max_seq = max_seq;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    ASSERT_TRUE(decode_attention_can_fold_rope(p));
+    if (paged) {
+      p.rope = rope_fold(rp);
+    } else {
+      ASSERT_EQ(launch_qkv_rope(rp), cudaSuccess);
+    }
+    ASSERT_EQ(launch_decode_attention(p), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    outs[paged] = d_out.download();
+    ks[paged] = d_k.download();
+    vs[paged] = d_v.download();
+  }
+  for (uint16_t x : outs[0]) ASSERT_TRUE(std::isfinite(bf16_to_float(x))) << "unfolded output NaN";
+  EXPECT_TRUE(outs[1] == outs[0]) << "the folded paged output differs";
+  EXPECT_TRUE(paging.to_contiguous(ks[1], kv_row) == ks[0]) << "k cache differs";
+  EXPECT_TRUE(paging.to_contiguous(vs[1], kv_row) == vs[0]) << "v cache differs";
+  EXPECT_TRUE(paging.unmapped_untouched(ks[1], kv_row, uint16_t{0xffff}));
+  EXPECT_TRUE(paging.unmapped_untouched(vs[1], kv_row, uint16_t{0xffff}));
+}
+
+TEST(DecodeAttentionPaged, RopeFoldMatchesQkvRopeThenAttention) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(testing::test_seed() + 45);
+  for (int bs : {16, 32})
+    for (const auto& [heads, kv, hd] : {std::tuple{32, 8, 64}, std::tuple{16, 8, 128}}) {
+      for (int pos : {0, 16, 999}) check_fold(heads, kv, hd, {{1, pos}}, 1024, bs, rng);
+      check_fold(heads, kv, hd, {{2, 300}, {0, 31}}, 1024, bs, rng);
+      check_fold(heads, kv, hd, {{1, 255}, {1, 256}}, 1024, bs, rng);  // one sequence, two rows
+    }
 }
 
 TEST(DecodeAttentionPaged, RejectsBadPaging) {

@@ -74,9 +74,9 @@ struct RandomPaging {
   // block past max_seq) still holds `poison`: nothing wrote outside the table.
   template <typename T>
   bool unmapped_untouched(const std::vector<T>& paged, size_t row, T poison) const {
-    std::vector<char> mapped(static_cast<size_t>(num_blocks) * block_size, 0);
+    std::vector<bool> mapped(static_cast<size_t>(num_blocks) * block_size, false);
     for (int s = 0; s < slots; ++s)
-      for (int p = 0; p < max_seq; ++p) mapped[paged_at(s, p, row) / row] = 1;
+      for (int p = 0; p < max_seq; ++p) mapped[paged_at(s, p, row) / row] = true;
     for (size_t r = 0; r < mapped.size(); ++r)
       if (!mapped[r])
         for (size_t j = 0; j < row; ++j)
