@@ -2,7 +2,11 @@
 // on the tensor-core kernel (flash) beside the scalar kernel the executor runs today, at several
 // prompt lengths. Prints ms, TFLOP/s (causal FLOPs 4 T^2 H d / 2) and % of the bf16 tensor-core
 // ceiling measured in the same run (a cuBLASLt GEMM 8192^3), the floor (FLOPs at that ceiling) and
-// the two kernels' relative difference; `--json` writes them.
+// the two kernels' relative difference; `--json` writes them. With `--paged BLOCK_SIZE` it times
+// decode attention instead, through block tables of that block size against the contiguous
+// cache (kernels/attention_decode_bench.h) at each context and batch: us a launch, GB/s of K and V
+// and % of the HBM read ceiling measured in the same run, and the paged layout's speed as a
+// fraction of the contiguous one's (the serving target: >= 0.95).
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -13,6 +17,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "kernels/attention_decode_bench.h"   // pure C++
 #include "kernels/attention_prefill_bench.h"  // pure C++
 #include "models/model_config.h"
 
@@ -22,12 +27,108 @@
 
 namespace megaops::cli {
 
+namespace {
+
+struct Opts {
+  std::string presets = "llama3.2-1b,llama3.1-8b", tokens = "1024,4096,16384",
+              kernels = "flash,flash-64,flash-128,scalar", json_out;
+  int repeats = 5, scalar_repeats = 2, scalar_max_tokens = 16384, ceiling_n = 8192;
+  int paged = 0;  // block size of the decode comparison; 0: the prefill table
+  std::string decode_contexts = "1024,8192", decode_batches = "1,32";
+  int decode_repeats = 9;
+};
+
+#ifdef MEGAOPS_HAVE_CUDA
+// The JSON document's common fields around `rows`.
+nlohmann::json bench_document(const char* gpu, nlohmann::json rows) {
+  const char* sha = std::getenv("MEGAOPS_GIT_SHA");
+  return {{"gpu", gpu},
+          {"git_sha", sha ? sha : "unknown"},
+          {"date_utc", utc_now()},
+          {"rows", std::move(rows)}};
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream f(path);
+  if (!f) throw Error("cannot write " + path);
+  f << j.dump(1) << "\n";
+}
+
+// --paged: decode attention through block tables against the contiguous cache.
+int run_paged_decode(const Opts& o, const cudaDeviceProp& prop) {
+  const std::vector<std::string> presets = split_list(o.presets);
+  const std::vector<int> contexts = parse_int_list(o.decode_contexts, "--decode-contexts");
+  const std::vector<int> batches = parse_int_list(o.decode_batches, "--decode-batches");
+  for (int x : contexts)
+    if (x < 1)
+      throw_input_error("--decode-contexts", "", "expected >= 1, found " + std::to_string(x));
+  for (int x : batches)
+    if (x < 1 || x > 65535)
+      throw_input_error("--decode-batches", "", "expected 1..65535, found " + std::to_string(x));
+  if (o.decode_repeats < 1) throw_input_error("--decode-repeats", "", "expected >= 1");
+  const double hbm_gbps = measure_hbm_ceiling_isolated(2048, 10, 0);
+  std::printf("HBM read ceiling: %.0f GB/s; decode attention, block size %d\n", hbm_gbps, o.paged);
+  std::printf("%-12s %5s %6s %10s %10s %8s %8s %7s %7s\n", "preset", "batch", "ctx", "contig us",
+              "paged us", "contig", "paged", "%hbm", "speed");
+  nlohmann::json rows = nlohmann::json::array();
+  for (const std::string& name : presets) {
+    const ModelConfig c = preset_config(name);
+    for (int batch : batches)
+      for (int ctx : contexts) {
+        DecodePagedBenchCase bc;
+        bc.batch = batch;
+        bc.context = ctx;
+        bc.num_heads = c.num_heads;
+        bc.num_kv_heads = c.num_kv_heads;
+        bc.head_dim = c.head_dim;
+        bc.block_size = o.paged;
+        bc.repeats = o.decode_repeats;
+        const DecodePagedBenchResult r = time_decode_attention_paged(bc);
+        const double gbps_c = r.kv_bytes / (r.contiguous_us * 1e3);
+        const double gbps_p = r.kv_bytes / (r.paged_us * 1e3);
+        const double speed = r.contiguous_us / r.paged_us;  // paged speed / contiguous speed
+        std::printf("%-12s %5d %6d %10.2f %10.2f %8.0f %8.0f %6.1f%% %7.3f\n", name.c_str(), batch,
+                    ctx, r.contiguous_us, r.paged_us, gbps_c, gbps_p, 100 * gbps_p / hbm_gbps,
+                    speed);
+        std::fflush(stdout);
+        rows.push_back({{"kind", "decode_paged"},
+                        {"preset", name},
+                        {"batch", batch},
+                        {"context", ctx},
+                        {"block_size", o.paged},
+                        {"num_heads", c.num_heads},
+                        {"num_kv_heads", c.num_kv_heads},
+                        {"head_dim", c.head_dim},
+                        {"layers", r.layers},
+                        {"launches_per_replay", r.launches},
+                        {"kv_bytes_per_launch", r.kv_bytes},
+                        {"contiguous_us", r.contiguous_us},
+                        {"contiguous_us_min", r.contiguous_min_us},
+                        {"contiguous_us_max", r.contiguous_max_us},
+                        {"paged_us", r.paged_us},
+                        {"paged_us_min", r.paged_min_us},
+                        {"paged_us_max", r.paged_max_us},
+                        {"contiguous_gbps", gbps_c},
+                        {"paged_gbps", gbps_p},
+                        {"paged_pct_hbm", 100 * gbps_p / hbm_gbps},
+                        {"paged_speed_vs_contiguous", speed}});
+      }
+  }
+  if (!o.json_out.empty()) {
+    nlohmann::json j = bench_document(prop.name, rows);
+    j["hbm_ceiling_gbps"] = hbm_gbps;
+    j["speed"] =
+        "contiguous_us / paged_us: the paged layout's speed as a fraction of the "
+        "contiguous one's (median of alternated repeats)";
+    write_json(o.json_out, j);
+  }
+  return 0;
+}
+#endif
+
+}  // namespace
+
 Runner add_bench_attention(CLI::App& app) {
-  struct Opts {
-    std::string presets = "llama3.2-1b,llama3.1-8b", tokens = "1024,4096,16384",
-                kernels = "flash,flash-64,flash-128,scalar", json_out;
-    int repeats = 5, scalar_repeats = 2, scalar_max_tokens = 16384, ceiling_n = 8192;
-  };
   auto o = std::make_shared<Opts>();
   app.add_option("--preset", o->presets,
                  "architectures whose head configuration is timed, "
@@ -45,6 +146,14 @@ Runner add_bench_attention(CLI::App& app) {
                  "longest prompt the scalar kernel is timed at");
   app.add_option("--ceiling-n", o->ceiling_n, "size of the cuBLASLt GEMM that sets the ceiling");
   app.add_option("--json", o->json_out, "write the table here");
+  app.add_option("--paged", o->paged,
+                 "time decode attention through block tables of this block size (a power of "
+                 "two) against the contiguous cache, instead of the prefill table");
+  app.add_option("--decode-contexts", o->decode_contexts,
+                 "--paged: keys a sequence, comma-separated");
+  app.add_option("--decode-batches", o->decode_batches, "--paged: sequences, comma-separated");
+  app.add_option("--decode-repeats", o->decode_repeats,
+                 "--paged: timed replays of each layout (alternated; median)");
   return [o]() -> int {
     std::vector<ModelConfig> cfgs;
     const std::vector<std::string> presets = split_list(o->presets);
@@ -61,11 +170,16 @@ Runner add_bench_attention(CLI::App& app) {
       throw_input_error("--repeats", "", "expected >= 1");
     if (o->ceiling_n < 256 || o->ceiling_n % 8 != 0)
       throw_input_error("--ceiling-n", "", "expected a multiple of 8, >= 256");
+    if (o->paged != 0 && (o->paged < 1 || (o->paged & (o->paged - 1)) != 0 || o->paged > 4096))
+      throw_input_error(
+          "--paged", "",
+          "expected a power of two up to 4096 (16, 32, ...), found " + std::to_string(o->paged));
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("bench-attention: no CUDA device; it needs a GPU");
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
       throw DeviceError("bench-attention: cannot read the device's properties");
+    if (o->paged > 0) return run_paged_decode(*o, prop);
     const double n3 = static_cast<double>(o->ceiling_n) * o->ceiling_n * o->ceiling_n;
     const double ceiling_ms = time_gemm_ceiling_ms(o->ceiling_n, 10);
     const double ceiling_tflops = 2 * n3 / ceiling_ms * 1e-9;
@@ -114,17 +228,11 @@ Runner add_bench_attention(CLI::App& app) {
       }
     }
     if (!o->json_out.empty()) {
-      const char* sha = std::getenv("MEGAOPS_GIT_SHA");
-      nlohmann::json j = {{"gpu", prop.name},
-                          {"git_sha", sha ? sha : "unknown"},
-                          {"date_utc", utc_now()},
-                          {"gemm_ceiling_tflops", ceiling_tflops},
-                          {"gemm_ceiling_n", o->ceiling_n},
-                          {"causal_flops", "4 * T^2 * H * d / 2"},
-                          {"rows", rows}};
-      std::ofstream f(o->json_out);
-      if (!f) throw Error("cannot write " + o->json_out);
-      f << j.dump(1) << "\n";
+      nlohmann::json j = bench_document(prop.name, rows);
+      j["gemm_ceiling_tflops"] = ceiling_tflops;
+      j["gemm_ceiling_n"] = o->ceiling_n;
+      j["causal_flops"] = "4 * T^2 * H * d / 2";
+      write_json(o->json_out, j);
     }
     return 0;
 #else

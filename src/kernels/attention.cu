@@ -88,8 +88,8 @@ __device__ void prefill_attention_block(const PrefillAttentionParams& p, int q_b
     for (int key0 = 0; key0 <= key_last; key0 += PREFILL_TK) {
       const int n = min(PREFILL_TK, key_last + 1 - key0);
       __syncthreads();  // the previous tile's readers are done with ks, vs and sc
-      load_kv_tile<PREFILL_THREADS>(p.k_cache, p.v_cache, slot, key0, n, kv_head, p.num_kv_heads,
-                                    hd, p.max_seq, ks, vs);
+      load_kv_tile<PREFILL_THREADS>(p.k_cache, p.v_cache, p.kv, slot, key0, n, kv_head,
+                                    p.num_kv_heads, hd, p.max_seq, ks, vs);
       __syncthreads();
 
       {
@@ -202,6 +202,7 @@ cudaError_t launch_prefill_attention(const PrefillAttentionParams& p) {
     return cudaErrorInvalidValue;
   if (!aligned16(p.q) || !aligned16(p.k_cache) || !aligned16(p.v_cache) || !aligned16(p.out))
     return cudaErrorInvalidValue;
+  if (!kv_pages_valid(p.kv, p.max_seq)) return cudaErrorInvalidValue;
   const size_t smem = prefill_smem_bytes(p.head_dim);
   cudaError_t err = allow_smem(prefill_attention_kernel, smem);
   if (err != cudaSuccess) return err;

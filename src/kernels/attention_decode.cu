@@ -79,8 +79,8 @@ __device__ __forceinline__ void decode_attention_split(const DecodeAttentionPara
   for (int key0 = key_begin; key0 < key_end; key0 += DECODE_TILE) {
     const int n = min(DECODE_TILE, key_end - key0);
     __syncthreads();  // the previous tile's readers are done with ks, vs and sc
-    load_kv_tile<DECODE_THREADS>(p.k_cache, p.v_cache, slot, key0, n, kv_head, p.num_kv_heads, hd,
-                                 p.max_seq, ks, vs);
+    load_kv_tile<DECODE_THREADS>(p.k_cache, p.v_cache, p.kv, slot, key0, n, kv_head, p.num_kv_heads,
+                                 hd, p.max_seq, ks, vs);
     __syncthreads();
 
     // Scores: thread -> (head g, key j); a warp shares g, so its q reads are broadcasts.
@@ -202,14 +202,14 @@ __global__ void __launch_bounds__(DECODE_THREADS)
   tile_sync_signal(p.sync, step);
 }
 
-template <int GMAX, int LPK, int U, bool PER_HEAD, bool FOLD = false>
+template <int GMAX, int LPK, int U, bool PER_HEAD, bool FOLD, bool PAGED>
 __global__ void __launch_bounds__(DECODE_THREADS)
     decode_attention_fast_kernel(DecodeAttentionParams p, int splits) {
   extern __shared__ __align__(16) unsigned char decode_smem[];
   // As decode_attention_split_kernel; the wait is inside, after the context length's loads.
   const uint32_t step = tile_sync_step(p.sync);
-  decode_attention_fast<GMAX, LPK, U, PER_HEAD, FOLD>(p, splits, blockIdx.z, blockIdx.y, blockIdx.x,
-                                                      step, decode_smem);
+  decode_attention_fast<GMAX, LPK, U, PER_HEAD, FOLD, PAGED>(p, splits, blockIdx.z, blockIdx.y,
+                                                             blockIdx.x, step, decode_smem);
   tile_sync_signal(p.sync, step);
 }
 
@@ -231,53 +231,76 @@ int decode_sm_count() {
   return sms;
 }
 
-// Whether the warp-parallel kernel (G <= 8) serves one query head a CTA: when every query head of
-// the batch fits one CTA per SM (and within an overlap CTA budget); at batch 1 a CTA per kv head
-// leaves 124 of 132 SMs idle while each runs G heads' work.
-bool decode_per_head_by_grid(const DecodeAttentionParams& p, int splits) {
+// Whether the warp-parallel kernel (G <= 8) serves one query head a CTA: as p.per_head says, or
+// by the grid (-1): when every query head of the batch fits one CTA per SM (and within an overlap
+// CTA budget); at batch 1 a CTA per kv head leaves 124 of 132 SMs idle while each runs G heads'
+// work.
+bool decode_per_head(const DecodeAttentionParams& p, int splits) {
   const int group = p.num_heads / p.num_kv_heads;
+  if (group > DECODE_FAST_MAX_GROUP) return false;
+  if (p.per_head >= 0) return p.per_head == 1;
   const int64_t heads = static_cast<int64_t>(p.b) * p.num_heads;
   return group > 1 && heads <= decode_sm_count() &&
          (p.max_split_ctas <= 0 || heads * splits <= p.max_split_ctas);
 }
 
+// The split count of launch p: DecodeAttentionParams::splits when set, else by b and max_seq.
+int decode_launch_splits(const DecodeAttentionParams& p) {
+  if (p.splits > 0) return p.splits;
+  return decode_splits(p.b, p.num_kv_heads, p.max_seq, p.max_split_ctas);
+}
+
+// The warp-parallel kernels of one paging (PAGED: through a block table): a CTA per kv head
+// (by_group: [group 1, 2, 4, 8][head_dim <= 64, 128, 256]), per query head, and the rope fold.
+template <bool PAGED>
+struct DecodeFastKernels {
+  static constexpr int U = DECODE_FAST_UNROLL, H = DECODE_FAST_UNROLL_HEAD;
+  template <int GMAX, int LPK, int UU, bool PER_HEAD, bool FOLD = false>
+  static DecodeSplitKernel k() {
+    return decode_attention_fast_kernel<GMAX, LPK, UU, PER_HEAD, FOLD, PAGED>;
+  }
+  static DecodeSplitKernel by_group(int gi, int li) {
+    static const DecodeSplitKernel table[4][3] = {
+        {k<1, 8, U, false>(), k<1, 16, U, false>(), k<1, 32, U, false>()},
+        {k<2, 8, U, false>(), k<2, 16, U, false>(), k<2, 32, U, false>()},
+        {k<4, 8, U, false>(), k<4, 16, U, false>(), k<4, 32, U, false>()},
+        {k<8, 8, U, false>(), k<8, 16, U, false>(), k<8, 32, U, false>()}};
+    return table[gi][li];
+  }
+  static DecodeSplitKernel per_head(int li) {
+    static const DecodeSplitKernel table[3] = {k<1, 8, U, true>(), k<1, 16, H, true>(),
+                                               k<1, 32, H, true>()};
+    return table[li];
+  }
+  static DecodeSplitKernel fold(int li) {
+    static const DecodeSplitKernel table[2] = {k<1, 8, U, true, true>(), k<1, 16, H, true, true>()};
+    return table[li];
+  }
+};
+
 // The split kernel of a launch with `splits`: the warp-parallel one for G <= 8 (every Llama 3 /
-// Qwen 3 shape), the tiled one above; the warp-parallel one per query head by the grid
-// (decode_per_head_by_grid), or per kv head. per_head forces the choice either way (-1: by the
-// grid). With p.rope on (decode_attention_check admitted it: per query head by the grid,
-// head_dim <= 128) the per-query-head kernel that folds qkv_rope.
+// Qwen 3 shape), the tiled one above; the warp-parallel one per query head or per kv head as
+// decode_per_head says. per_head forces the choice either way (-1: decode_per_head). With p.rope
+// on (decode_attention_check admitted it: per query head, head_dim <= 128) the per-query-head
+// kernel that folds qkv_rope. Through the block table where p.kv is paged.
 DecodeSplitChoice decode_split_kernel(const DecodeAttentionParams& p, int splits,
                                       int per_head = -1) {
   const int group = p.num_heads / p.num_kv_heads, head_dim = p.head_dim;
   if (group > DECODE_FAST_MAX_GROUP)
     return {decode_attention_split_kernel, decode_smem_bytes(group, head_dim),
             dim3(splits, p.num_kv_heads, p.b)};
-  const int gmax = group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8;
   const int li = head_dim <= 64 ? 0 : head_dim <= 128 ? 1 : 2;
-  constexpr int U = DECODE_FAST_UNROLL, H = DECODE_FAST_UNROLL_HEAD;
-  static const DecodeSplitKernel table[4][3] = {
-      {decode_attention_fast_kernel<1, 8, U, false>, decode_attention_fast_kernel<1, 16, U, false>,
-       decode_attention_fast_kernel<1, 32, U, false>},
-      {decode_attention_fast_kernel<2, 8, U, false>, decode_attention_fast_kernel<2, 16, U, false>,
-       decode_attention_fast_kernel<2, 32, U, false>},
-      {decode_attention_fast_kernel<4, 8, U, false>, decode_attention_fast_kernel<4, 16, U, false>,
-       decode_attention_fast_kernel<4, 32, U, false>},
-      {decode_attention_fast_kernel<8, 8, U, false>, decode_attention_fast_kernel<8, 16, U, false>,
-       decode_attention_fast_kernel<8, 32, U, false>}};
-  static const DecodeSplitKernel per_head_table[3] = {decode_attention_fast_kernel<1, 8, U, true>,
-                                                      decode_attention_fast_kernel<1, 16, H, true>,
-                                                      decode_attention_fast_kernel<1, 32, H, true>};
-  static const DecodeSplitKernel fold_table[2] = {
-      decode_attention_fast_kernel<1, 8, U, true, true>,
-      decode_attention_fast_kernel<1, 16, H, true, true>};
+  const bool paged = p.kv.paged();
   if (p.rope.on())
-    return {fold_table[li], decode_fast_smem_bytes(1, head_dim), dim3(splits, p.num_heads, p.b)};
-  if (per_head == 1 || (per_head < 0 && decode_per_head_by_grid(p, splits)))
-    return {per_head_table[li], decode_fast_smem_bytes(1, head_dim),
-            dim3(splits, p.num_heads, p.b)};
-  const int gi = gmax == 1 ? 0 : gmax == 2 ? 1 : gmax == 4 ? 2 : 3;
-  return {table[gi][li], decode_fast_smem_bytes(group, head_dim),
-          dim3(splits, p.num_kv_heads, p.b)};
+    return {paged ? DecodeFastKernels<true>::fold(li) : DecodeFastKernels<false>::fold(li),
+            decode_fast_smem_bytes(1, head_dim), dim3(splits, p.num_heads, p.b)};
+  if (per_head == 1 || (per_head < 0 && decode_per_head(p, splits)))
+    return {paged ? DecodeFastKernels<true>::per_head(li) : DecodeFastKernels<false>::per_head(li),
+            decode_fast_smem_bytes(1, head_dim), dim3(splits, p.num_heads, p.b)};
+  const int gi = group <= 1 ? 0 : group <= 2 ? 1 : group <= 4 ? 2 : 3;
+  return {paged ? DecodeFastKernels<true>::by_group(gi, li)
+                : DecodeFastKernels<false>::by_group(gi, li),
+          decode_fast_smem_bytes(group, head_dim), dim3(splits, p.num_kv_heads, p.b)};
 }
 
 constexpr int COMBINE_THREADS = 128;
@@ -303,15 +326,25 @@ bool decode_attention_can_fold_rope(const DecodeAttentionParams& p) {
       p.head_dim > ROPE_FOLD_MAX_HEAD_DIM || p.max_seq <= 0 || p.max_split_ctas < 0)
     return false;
   const int group = p.num_heads / p.num_kv_heads;
-  if (group < 2 || group > DECODE_FAST_MAX_GROUP) return false;
-  return decode_per_head_by_grid(p,
-                                 decode_splits(p.b, p.num_kv_heads, p.max_seq, p.max_split_ctas));
+  if (group < 2 || group > DECODE_FAST_MAX_GROUP || p.splits < 0 || p.splits > DECODE_MAX_SPLITS)
+    return false;
+  return decode_per_head(p, decode_launch_splits(p));
 }
 
-size_t decode_attention_workspace_floats(int b, int num_heads, int head_dim, int max_seq) {
+int decode_attention_default_splits(int b, int num_kv_heads, int max_seq) {
+  if (b <= 0 || num_kv_heads <= 0 || max_seq <= 0) return 1;
+  return decode_splits(b, num_kv_heads, max_seq);
+}
+
+int decode_attention_max_splits() {
+  return DECODE_MAX_SPLITS;
+}
+
+size_t decode_attention_workspace_floats(int b, int num_heads, int head_dim, int max_seq,
+                                         int fixed_splits) {
   if (b <= 0 || num_heads <= 0 || head_dim <= 0 || max_seq <= 0) return 0;
   // num_kv_heads = 1 gives the most splits the launcher can choose for these shapes.
-  const int splits = decode_splits(b, 1, max_seq);
+  const int splits = fixed_splits > 0 ? fixed_splits : decode_splits(b, 1, max_seq);
   if (splits == 1) return 0;
   return static_cast<size_t>(b) * num_heads * splits * (head_dim + 2);
 }
@@ -323,11 +356,15 @@ cudaError_t decode_attention_check(const DecodeAttentionParams& p, int* splits) 
   *splits = 0;
   if (p.b < 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 ||
       p.head_dim <= 0 || p.head_dim % 8 != 0 || p.head_dim > ATTN_MAX_HEAD_DIM || p.max_seq <= 0 ||
-      p.b > 65535 || p.max_split_ctas < 0 || p.max_combine_ctas < 0)
+      p.b > 65535 || p.max_split_ctas < 0 || p.max_combine_ctas < 0 || p.splits < 0 ||
+      p.splits > DECODE_MAX_SPLITS || p.per_head < -1 || p.per_head > 1 ||
+      !kv_pages_valid(p.kv, p.max_seq))
     return cudaErrorInvalidValue;
   const int group = p.num_heads / p.num_kv_heads;
   if (group > DECODE_MAX_GROUP || group * p.head_dim > 2 * DECODE_MAX_PAIRS * DECODE_THREADS)
     return cudaErrorInvalidValue;
+  // Only the warp-parallel kernel (G <= 8) has a per-query-head form.
+  if (p.per_head == 1 && group > DECODE_FAST_MAX_GROUP) return cudaErrorInvalidValue;
   if (p.b == 0) return cudaSuccess;
   const bool fold = p.rope.on();  // then q is not read
   if ((!fold && !p.q) || !p.k_cache || !p.v_cache || !p.slots || !p.ctx_lens || !p.out)
@@ -343,7 +380,7 @@ cudaError_t decode_attention_check(const DecodeAttentionParams& p, int* splits) 
         (f.k_norm && !aligned(f.k_norm, 4)) || !(f.eps >= 0.0f))
       return cudaErrorInvalidValue;
   }
-  const int s = decode_splits(p.b, p.num_kv_heads, p.max_seq, p.max_split_ctas);
+  const int s = decode_launch_splits(p);
   if (s > 1 && (!p.workspace || !aligned16(p.workspace))) return cudaErrorInvalidValue;
   *splits = s;
   return cudaSuccess;
@@ -389,12 +426,13 @@ cudaError_t decode_attention_region_variant(const DecodeAttentionParams& p, int*
   int s = 0;
   if (const cudaError_t err = decode_attention_check(p, &s); err != cudaSuccess) return err;
   if (s == 0) return cudaErrorInvalidValue;
-  if (p.num_heads / p.num_kv_heads > DECODE_FAST_MAX_GROUP) return cudaErrorNotSupported;
+  if (p.num_heads / p.num_kv_heads > DECODE_FAST_MAX_GROUP || p.kv.paged())
+    return cudaErrorNotSupported;
   // decode_split_kernel's tables, by the same index (decode_attention_per_head_unit).
   const int li = p.head_dim <= 64 ? 0 : p.head_dim <= 128 ? 1 : 2;
   if (p.rope.on()) {
     *variant = 3 + li;  // decode_attention_check admitted the fold: head_dim <= 128
-  } else if (decode_per_head_by_grid(p, s)) {
+  } else if (decode_per_head(p, s)) {
     *variant = li;
   } else {
     return cudaErrorNotSupported;
@@ -425,20 +463,26 @@ cudaError_t preload_attention_kernels() {
        {preload_kernel(decode_attention_split_kernel),
         preload_kernel(decode_attention_combine_kernel), preload_prefill_attention_kernel()})
     if (err != cudaSuccess) return err;
-  for (cudaError_t err :
-       {preload_kernel(decode_attention_fast_kernel<1, 8, DECODE_FAST_UNROLL, true, true>),
-        preload_kernel(decode_attention_fast_kernel<1, 16, DECODE_FAST_UNROLL_HEAD, true, true>)})
-    if (err != cudaSuccess) return err;
-  for (int group : {1, 2, 4, 8})
-    for (int head_dim : {64, 128, 256})
-      for (int per_head : {0, 1}) {
-        DecodeAttentionParams p;
-        p.num_kv_heads = 1;
-        p.num_heads = group;
-        p.head_dim = head_dim;
-        const cudaError_t err = preload_kernel(decode_split_kernel(p, 1, per_head).kernel);
-        if (err != cudaSuccess) return err;
-      }
+  // Every warp-parallel kernel, contiguous and paged: each form (per kv head, per query head, the
+  // rope fold) of each group and head_dim class.
+  for (bool paged : {false, true}) {
+    int32_t table = 0;
+    for (int group : {1, 2, 4, 8})
+      for (int head_dim : {64, 128, 256})
+        for (int form : {0, 1, 2}) {
+          if (form == 2 && head_dim > ROPE_FOLD_MAX_HEAD_DIM) continue;
+          DecodeAttentionParams p;
+          p.num_kv_heads = 1;
+          p.num_heads = group;
+          p.head_dim = head_dim;
+          if (paged) p.kv = kv_pages(&table, 16, 1);
+          float qkv = 0.0f;
+          if (form == 2) p.rope.qkv = &qkv;  // selects the fold kernel; nothing is read
+          const cudaError_t err =
+              preload_kernel(decode_split_kernel(p, 1, form == 0 ? 0 : 1).kernel);
+          if (err != cudaSuccess) return err;
+        }
+  }
   return cudaSuccess;
 }
 

@@ -78,11 +78,14 @@ __device__ __forceinline__ RopeFoldWarp rope_fold_warp(const DecodeAttentionPara
 // The rope fold's prologue, each warp's part w (rope_fold_warp): with qkv_rope's arithmetic
 // (kernels/qkv_rope_row.cuh, a warp per head on qkv_rope's lane mapping) the warp forms its q, k or
 // v row, rounded to bf16 into rope_fold_rows() as qkv_rope writes q_out and the cache, and a k / v
-// warp of row bi in a CTA that `writes` also stores it into the cache at pos_self of `slot`. Reads
+// warp of row bi in a CTA that `writes` also stores it into the cache at pos_self of row bi's
+// sequence (`seq`: its rows, contiguous or through its block table). Reads
 // the predecessor's qkv: after the wait. Called by all DECODE_THREADS threads; ends with a barrier.
+template <bool PAGED>
 __device__ __forceinline__ void rope_fold_prologue(const DecodeAttentionParams& p,
                                                    const RopeFoldWarp& w, int bi, int kv_head,
-                                                   bool writes, int pos_self, int64_t slot) {
+                                                   bool writes, int pos_self,
+                                                   const KvSeqRows<PAGED>& seq) {
   const RopeFold& f = p.rope;
   const int hd = p.head_dim;
   if (w.kind >= 0) {
@@ -98,7 +101,7 @@ __device__ __forceinline__ void rope_fold_prologue(const DecodeAttentionParams& 
                                              : rope_fold_v_row(w.r)),
                        hd, lo, hi);
     if (w.kind != 0 && w.r == bi && writes) {
-      const int64_t at = ((slot * p.max_seq + pos_self) * p.num_kv_heads + kv_head) * hd;
+      const int64_t at = (seq.row(pos_self) * p.num_kv_heads + kv_head) * hd;
       qkv_rope_row_store((w.kind == 1 ? f.k_cache : f.v_cache) + at, hd, lo, hi);
     }
   }
@@ -267,6 +270,114 @@ __device__ __forceinline__ void decode_fast_merge_warps(
   }
 }
 
+// Where decode_fast_load_round takes the keys of this launch's own rows (FOLD: the keys
+// rope_fold_row_of finds in sub_pos): from the cache like any other (no fold), not at all (left
+// zero: before the prologue has formed them), or from the prologue's rows in shared memory.
+enum class OwnKeys { Cache, Skip, Shared };
+
+// A round's K / V rows of one key slot of LPK lanes: keys base + kslot + u * STEP (u < UNROLL)
+// below key_end, zeros past it. PAGED: lane u of the slot holds key u's block in `blk` (loaded a
+// round ahead, decode_fast_fetch_block; LPK >= UNROLL), which every lane of the slot takes by a
+// shuffle, so a lane keeps one block id instead of UNROLL; kp / vp point at the kv head's and
+// lane's dims of row 0 of the cache. Contiguous: of the slot's first row, `blk` unused. Called by
+// whole warps (the shuffles); the round bounds are warp-uniform.
+template <int LPK, int UNROLL, int STEP, bool PAGED, OwnKeys OWN>
+__device__ __forceinline__ void decode_fast_load_round(const bf16* kp, const bf16* vp, int64_t row,
+                                                       const KvSeqRows<PAGED>& seq, int32_t blk,
+                                                       int base, int kslot, int key_end,
+                                                       bool has_dims, int dim0,
+                                                       const int (&sub_pos)[ROPE_FOLD_MAX_ROWS],
+                                                       uint4 (&kr)[UNROLL], uint4 (&vr)[UNROLL]) {
+  static_assert(!PAGED || LPK >= UNROLL, "a slot's lanes hold its round's blocks");
+  [[maybe_unused]] const int slot_lane0 = (threadIdx.x % 32) & ~(LPK - 1);
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u) {
+    const int key = base + kslot + u * STEP;
+    [[maybe_unused]] int32_t block = 0;
+    if constexpr (PAGED) block = __shfl_sync(0xffffffffu, blk, slot_lane0 + u);
+    kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);
+    if (!has_dims || key >= key_end) continue;
+    if constexpr (OWN != OwnKeys::Cache) {
+      const int r = rope_fold_row_of(key, sub_pos);
+      if (r >= 0) {
+        if constexpr (OWN == OwnKeys::Shared) {
+          const bf16* rows = rope_fold_rows();
+          kr[u] = *reinterpret_cast<const uint4*>(rows + rope_fold_k_row(r) + dim0);
+          vr[u] = *reinterpret_cast<const uint4*>(rows + rope_fold_v_row(r) + dim0);
+        }
+        continue;
+      }
+    }
+    if constexpr (PAGED) {
+      // A 32-bit byte offset from a CTA-uniform base (kp / vp without the lane's dims): the load
+      // can take the base from a uniform register and only the offset from the lane's, which
+      // keeps the round's addresses out of the registers the loads' results need. A paged
+      // layer's cache is below 4 GiB (KvPages).
+      const uint32_t at = (seq.row_in32(block, key) * static_cast<uint32_t>(row) + dim0) * 2u;
+      kr[u] = *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(kp) + at);
+      vr[u] = *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(vp) + at);
+    } else {
+      const int64_t at = key * row;
+      kr[u] = *reinterpret_cast<const uint4*>(kp + at);
+      vr[u] = *reinterpret_cast<const uint4*>(vp + at);
+    }
+  }
+}
+
+// PAGED: lane u of each key slot loads the block of the slot's key u of the round at `base` (0
+// past key_end and for lanes past UNROLL; never used).
+template <int LPK, int UNROLL, int STEP, bool PAGED>
+__device__ __forceinline__ int32_t decode_fast_fetch_block(const KvSeqRows<PAGED>& seq, int base,
+                                                           int kslot, int key_end) {
+  if constexpr (PAGED) {
+    const int u = (threadIdx.x % 32) & (LPK - 1);
+    const int key = base + kslot + u * STEP;
+    if (u < UNROLL && key < key_end) return seq.block_of(key);
+  }
+  return 0;
+}
+
+// The rope fold's state of one CTA (decode_attention_fast, FOLD): the keys of this launch's rows
+// in its chunk [kb, ke) (sub_pos[r]: row r's key, or -1), whether it attends any key and whether it
+// writes row bi's k / v to the cache (at pos_self), its first round (base0) and its warp's part
+// of the prologue.
+struct RopeFoldCta {
+  int sub_pos[ROPE_FOLD_MAX_ROWS];
+  int pos_self = -1, base0 = 0, ke = 0;
+  unsigned sub_mask = 0;  // bit r: row r's key is in the chunk
+  bool has_keys = false, writes = false;
+  RopeFoldWarp warp;  // set by the caller (rope_fold_warp), after the first round's loads
+};
+
+// Before the wait: every row's slot and position (the keys this launch writes, step inputs), this
+// CTA's chunk of the ctx-key context and the keys of it this launch writes, and the CTA that
+// writes row bi's k / v.
+__device__ __forceinline__ RopeFoldCta rope_fold_cta(const DecodeAttentionParams& p, int splits,
+                                                     int bi, int y, int split, int ctx,
+                                                     int64_t slot, int slots_per_warp) {
+  const int group = p.num_heads / p.num_kv_heads;
+  RopeFoldCta f;
+  f.pos_self = p.rope.positions[bi];
+  const DecodeSplitPlan fp = decode_split_plan(ctx, splits);
+  f.has_keys = split < fp.n_active;
+  const int kb = split * fp.chunk;
+  f.ke = f.has_keys ? min(ctx, kb + fp.chunk) : kb;
+#pragma unroll
+  for (int r = 0; r < ROPE_FOLD_MAX_ROWS; ++r) {
+    const int64_t fold_slot = r < p.b ? p.slots[r] : -1;
+    const int fold_pos = r < p.b ? p.rope.positions[r] : -1;
+    const bool in = fold_slot == slot && fold_pos >= kb && fold_pos < f.ke;
+    f.sub_pos[r] = in ? fold_pos : -1;
+    f.sub_mask |= in ? 1u << r : 0u;
+  }
+  // The one CTA of (row, kv head) that writes the row's k / v to the cache: the group's first
+  // query head, in the split that attends the position (split 0 when none does).
+  const int owner = f.pos_self >= 0 && f.pos_self < ctx ? f.pos_self / fp.chunk : 0;
+  f.writes = y % group == 0 && split == owner && f.pos_self >= 0 && f.pos_self < p.max_seq;
+  f.base0 = kb + (threadIdx.x / 32) * slots_per_warp;
+  return f;
+}
+
 // Warp-parallel decode for G <= GMAX query heads per kv head and head_dim <= 8 * LPK. A warp's
 // lanes form 32 / LPK key slots of LPK lanes; a slot holds one key at a time, each lane 8 of its
 // dims (one 16-byte K load and one V load), so the CTA has 8 * 32 / LPK keys in flight per step
@@ -285,8 +396,10 @@ __device__ __forceinline__ void decode_fast_merge_warps(
 // the CTA reads the rows' positions (like the context), issues its first round's loads of cached
 // keys and loads its q / k norm and RoPE constants; after it, it forms q and the keys of this
 // launch's rows from the fp32 qkv rows (rope_fold_prologue), and takes those keys from shared
-// memory instead of the cache.
-template <int GMAX, int LPK, int UNROLL, bool PER_HEAD, bool FOLD>
+// memory instead of the cache. PAGED: the cache through a block table (kernels/kv_pages.cuh); each
+// round's key blocks are loaded a round ahead (the first round's before the wait: the table is a
+// step input like the context), so the table adds no round trip to the key loop.
+template <int GMAX, int LPK, int UNROLL, bool PER_HEAD, bool FOLD, bool PAGED>
 __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParams& p, int splits,
                                                       int bi, int y, int split, uint32_t step,
                                                       unsigned char* smem) {
@@ -304,68 +417,42 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
   const int dim0 = sub * 8;
   const bool has_dims = dim0 < hd;
 
-  const int ctx_raw = p.ctx_lens[bi];
   const int64_t slot = p.slots[bi];
-  // FOLD: every row's slot and position (the keys this launch writes), this row's position.
-  [[maybe_unused]] int64_t fold_slot[ROPE_FOLD_MAX_ROWS];
-  [[maybe_unused]] int fold_pos[ROPE_FOLD_MAX_ROWS];
-  [[maybe_unused]] int pos_self = -1;
-  if constexpr (FOLD) {
-#pragma unroll
-    for (int r = 0; r < ROPE_FOLD_MAX_ROWS; ++r) {
-      fold_slot[r] = r < p.b ? p.slots[r] : -1;
-      fold_pos[r] = r < p.b ? p.rope.positions[r] : -1;
-    }
-    pos_self = p.rope.positions[bi];
-  }
-  const int ctx = min(ctx_raw, p.max_seq);
+  const int ctx = min(p.ctx_lens[bi], p.max_seq);
   bf16* out = p.out + (static_cast<int64_t>(bi) * p.num_heads + head0) * hd;
   const int64_t row = static_cast<int64_t>(p.num_kv_heads) * hd;  // between positions
-  const int64_t off0 = (slot * p.max_seq * p.num_kv_heads + kv_head) * hd + dim0;
+  const KvSeqRows<PAGED> seq(p.kv, slot, p.max_seq);
+  // Contiguous: the lane's dims of the slot's first row; paged: the kv head of row 0 (the same
+  // for every lane; decode_fast_load_round adds the row and the lane's dims).
+  const int64_t off0 =
+      PAGED ? static_cast<int64_t>(kv_head) * hd
+            : (slot * p.max_seq * p.num_kv_heads + kv_head) * static_cast<int64_t>(hd) + dim0;
   const bf16* kp = p.k_cache + off0;
   const bf16* vp = p.v_cache + off0;
 
+  // The chunk's first round: its key blocks (PAGED), and for FOLD its cached keys, loaded before
+  // the wait. Every cached key this CTA reads is settled before the wait: the keys this launch
+  // writes are exactly its rows' (slot, position) pairs, which FOLD takes from the prologue
+  // instead (sub_pos; the pairs are step inputs, read before the wait), and every other row of
+  // the cache was written by an earlier step (a chain kernel starts only once the one before it
+  // has passed its own wait, so every grid before that one has completed).
+  int32_t blk = 0;  // this lane's block of its slot's round, loaded a round ahead (PAGED)
+  if constexpr (PAGED) {
+    const DecodeSplitPlan plan0 = decode_split_plan(ctx, splits);
+    const int first_end = split < plan0.n_active ? min(ctx, (split + 1) * plan0.chunk) : 0;
+    blk = decode_fast_fetch_block<LPK, UNROLL, STEP, PAGED>(seq, split * plan0.chunk + warp * SLOTS,
+                                                            kslot, first_end);
+  }
   // A round's K / V rows. Declared outside the key loop for FOLD, whose first round is loaded
   // before the wait; every other round assigns them all before reading them.
   uint4 kr[UNROLL], vr[UNROLL];
-  // FOLD: the keys of this launch's rows in this CTA's chunk [kb, ke) (sub_pos[r]: row r's key,
-  // or -1), and the first round of cached keys (round base0), loaded before the wait so that
-  // their round trip overlaps the predecessor. Every cached key this CTA reads is settled before
-  // the wait: the keys this launch writes are exactly its rows' (slot, position) pairs, which it
-  // takes from the prologue instead (sub_pos; the pairs are step inputs, read before the wait),
-  // and every other row of the cache was written by an earlier step (a chain kernel starts only
-  // once the one before it has passed its own wait, so every grid before that one has completed).
-  [[maybe_unused]] int sub_pos[ROPE_FOLD_MAX_ROWS];
-  [[maybe_unused]] int base0 = 0, ke = 0;
-  [[maybe_unused]] bool has_keys = false, writes = false;
-  [[maybe_unused]] RopeFoldWarp fold_warp;
+  [[maybe_unused]] RopeFoldCta fold;
   if constexpr (FOLD) {
-    const DecodeSplitPlan fp = decode_split_plan(ctx, splits);
-    has_keys = split < fp.n_active;
-    const int kb = split * fp.chunk;
-    ke = has_keys ? min(ctx, kb + fp.chunk) : kb;
-    unsigned sub_mask = 0;
-#pragma unroll
-    for (int r = 0; r < ROPE_FOLD_MAX_ROWS; ++r) {
-      const bool in = fold_slot[r] == slot && fold_pos[r] >= kb && fold_pos[r] < ke;
-      sub_pos[r] = in ? fold_pos[r] : -1;
-      sub_mask |= in ? 1u << r : 0u;
-    }
-    // The one CTA of (row, kv head) that writes the row's k / v to the cache: the group's first
-    // query head, in the split that attends the position (split 0 when none does).
-    const int owner = pos_self >= 0 && pos_self < ctx ? pos_self / fp.chunk : 0;
-    writes = y % group == 0 && split == owner && pos_self >= 0 && pos_self < p.max_seq;
-    base0 = kb + warp * SLOTS;
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const int key = base0 + kslot + u * STEP;
-      kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);
-      if (has_dims && key < ke && rope_fold_row_of(key, sub_pos) < 0) {
-        kr[u] = *reinterpret_cast<const uint4*>(kp + key * row);
-        vr[u] = *reinterpret_cast<const uint4*>(vp + key * row);
-      }
-    }
-    fold_warp = rope_fold_warp(p, bi, head0, kv_head, has_keys, sub_mask, writes);
+    fold = rope_fold_cta(p, splits, bi, y, split, ctx, slot, SLOTS);
+    // The cached keys of the first round (this launch's own keys come after the prologue).
+    decode_fast_load_round<LPK, UNROLL, STEP, PAGED, OwnKeys::Skip>(
+        kp, vp, row, seq, blk, fold.base0, kslot, fold.ke, has_dims, dim0, fold.sub_pos, kr, vr);
+    fold.warp = rope_fold_warp(p, bi, y, kv_head, fold.has_keys, fold.sub_mask, fold.writes);
   }
   tile_sync_wait(p.sync, step);
   pdl_launch_dependents();
@@ -378,15 +465,15 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
       if (g < nh && has_dims) qraw[g] = *reinterpret_cast<const uint4*>(qp + g * hd);
     }
   } else {
-    rope_fold_prologue(p, fold_warp, bi, kv_head, writes, pos_self, slot);
+    rope_fold_prologue<PAGED>(p, fold.warp, bi, kv_head, fold.writes, fold.pos_self, seq);
     const bf16* rows = rope_fold_rows();
     qraw[0] = make_uint4(0u, 0u, 0u, 0u);
-    if (has_keys && has_dims) qraw[0] = *reinterpret_cast<const uint4*>(rows + dim0);
+    if (fold.has_keys && has_dims) qraw[0] = *reinterpret_cast<const uint4*>(rows + dim0);
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
-      const int key = base0 + kslot + u * STEP;
-      const int r = rope_fold_row_of(key, sub_pos);
-      if (has_dims && key < ke && r >= 0) {
+      const int key = fold.base0 + kslot + u * STEP;
+      const int r = rope_fold_row_of(key, fold.sub_pos);
+      if (has_dims && key < fold.ke && r >= 0) {
         kr[u] = *reinterpret_cast<const uint4*>(rows + rope_fold_k_row(r) + dim0);
         vr[u] = *reinterpret_cast<const uint4*>(rows + rope_fold_v_row(r) + dim0);
       }
@@ -400,33 +487,15 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
   float m[GMAX], l[GMAX], acc[GMAX][8];
   decode_fast_init<GMAX>(p, qraw, q, m, l, acc);
 
+  // blk holds this lane's block of the round at `base` when an iteration starts: the round's K / V
+  // loads are issued, then the next round's block is loaded into it while they are in flight.
   for (int base = key_begin + warp * SLOTS; base < key_end; base += STEP * UNROLL) {
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const int key = base + kslot + u * STEP;
-      if constexpr (FOLD) {
-        if (base == base0) continue;  // loaded before the wait
-        kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);
-        if (has_dims && key < key_end) {
-          // A key of this launch's rows from shared memory, any other from the cache.
-          const int r = rope_fold_row_of(key, sub_pos);
-          if (r >= 0) {
-            const bf16* rows = rope_fold_rows();
-            kr[u] = *reinterpret_cast<const uint4*>(rows + rope_fold_k_row(r) + dim0);
-            vr[u] = *reinterpret_cast<const uint4*>(rows + rope_fold_v_row(r) + dim0);
-          } else {
-            kr[u] = *reinterpret_cast<const uint4*>(kp + key * row);
-            vr[u] = *reinterpret_cast<const uint4*>(vp + key * row);
-          }
-        }
-      } else {
-        kr[u] = vr[u] = make_uint4(0u, 0u, 0u, 0u);
-        if (has_dims && key < key_end) {
-          kr[u] = *reinterpret_cast<const uint4*>(kp + key * row);
-          vr[u] = *reinterpret_cast<const uint4*>(vp + key * row);
-        }
-      }
-    }
+    // FOLD: the first round was loaded before the wait and completed after the prologue.
+    if (!FOLD || base != fold.base0)
+      decode_fast_load_round<LPK, UNROLL, STEP, PAGED, FOLD ? OwnKeys::Shared : OwnKeys::Cache>(
+          kp, vp, row, seq, blk, base, kslot, key_end, has_dims, dim0, fold.sub_pos, kr, vr);
+    blk = decode_fast_fetch_block<LPK, UNROLL, STEP, PAGED>(seq, base + STEP * UNROLL, kslot,
+                                                            key_end);
     decode_fast_round_update<GMAX, LPK, UNROLL, STEP>(q, kr, vr, key_end, base, kslot, m, l, acc);
   }
 
@@ -438,8 +507,9 @@ __device__ __forceinline__ void decode_attention_fast(const DecodeAttentionParam
     decode_merge_if_last(p, splits, bi, kv_head, plan.n_active, plan.n_active * group / nh);
 }
 
-// The per-query-head kernels by variant, as decode_split_kernel (attention_decode.cu) picks them
-// (its per_head_table by head_dim class, 0-2, and its fold_table, 3-4) and
+// The per-query-head kernels over the contiguous cache by variant, as decode_split_kernel
+// (attention_decode.cu) picks them (DecodeFastKernels' per_head by head_dim class, 0-2, and its
+// fold, 3-4) and
 // decode_attention_region_variant names them: the CTA (bi, head, split) of that launch, for a
 // persistent region's attention task, which runs a head's CTAs in turn.
 __device__ __forceinline__ void decode_attention_per_head_unit(int variant,
@@ -449,19 +519,19 @@ __device__ __forceinline__ void decode_attention_per_head_unit(int variant,
   constexpr int U = DECODE_FAST_UNROLL, H = DECODE_FAST_UNROLL_HEAD;
   switch (variant) {
     case 0:
-      decode_attention_fast<1, 8, U, true, false>(p, splits, bi, head, split, 0, smem);
+      decode_attention_fast<1, 8, U, true, false, false>(p, splits, bi, head, split, 0, smem);
       break;
     case 1:
-      decode_attention_fast<1, 16, H, true, false>(p, splits, bi, head, split, 0, smem);
+      decode_attention_fast<1, 16, H, true, false, false>(p, splits, bi, head, split, 0, smem);
       break;
     case 2:
-      decode_attention_fast<1, 32, H, true, false>(p, splits, bi, head, split, 0, smem);
+      decode_attention_fast<1, 32, H, true, false, false>(p, splits, bi, head, split, 0, smem);
       break;
     case 3:
-      decode_attention_fast<1, 8, U, true, true>(p, splits, bi, head, split, 0, smem);
+      decode_attention_fast<1, 8, U, true, true, false>(p, splits, bi, head, split, 0, smem);
       break;
     case 4:
-      decode_attention_fast<1, 16, H, true, true>(p, splits, bi, head, split, 0, smem);
+      decode_attention_fast<1, 16, H, true, true, false>(p, splits, bi, head, split, 0, smem);
       break;
     default:
       break;

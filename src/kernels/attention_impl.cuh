@@ -116,18 +116,21 @@ __host__ __device__ constexpr int kv_stride(int head_dim) {
   return head_dim + 8;
 }
 
-// Copies keys [key0, key0 + n) of (slot, kv_head) into the K/V tiles, 16 bytes per load.
+// Copies keys [key0, key0 + n) of (slot, kv_head) into the K/V tiles, 16 bytes per load, each
+// key's row through the cache's paging (kernels/kv_pages.cuh).
 template <int THREADS>
-__device__ __forceinline__ void load_kv_tile(const bf16* k_cache, const bf16* v_cache, int64_t slot,
-                                             int key0, int n, int kv_head, int num_kv_heads,
-                                             int head_dim, int max_seq, bf16* ks, bf16* vs) {
+__device__ __forceinline__ void load_kv_tile(const bf16* k_cache, const bf16* v_cache,
+                                             const KvPages& kv, int64_t slot, int key0, int n,
+                                             int kv_head, int num_kv_heads, int head_dim,
+                                             int max_seq, bf16* ks, bf16* vs) {
   const int vecs_per_row = head_dim / 8;
   const int stride = kv_stride(head_dim);
 #pragma unroll 4
   for (int v = threadIdx.x; v < n * vecs_per_row; v += THREADS) {
     const int row = v / vecs_per_row;
     const int col = (v - row * vecs_per_row) * 8;
-    const int64_t src = ((slot * max_seq + key0 + row) * num_kv_heads + kv_head) * head_dim + col;
+    const int64_t src =
+        (kv_row(kv, slot, key0 + row, max_seq) * num_kv_heads + kv_head) * head_dim + col;
     *reinterpret_cast<uint4*>(ks + row * stride + col) =
         *reinterpret_cast<const uint4*>(k_cache + src);
     *reinterpret_cast<uint4*>(vs + row * stride + col) =

@@ -104,17 +104,24 @@ __device__ __forceinline__ float quad_sum(float v) {
 }
 
 // Keys [key0, key0 + BK) of (slot, kv_head) into one K / V stage; keys past key_last are
-// zero-filled, never read (they may be another sequence's rows, or unwritten NaN).
-template <int HD, int THREADS>
+// zero-filled, never read (they may be another sequence's rows, or unwritten NaN). Contiguous:
+// `base` is the kv head's offset in the slot's first row; PAGED: in row 0, and each key's row
+// comes through the slot's block table (`seq`).
+template <int HD, int THREADS, bool PAGED>
 __device__ __forceinline__ void load_kv_stage(const PrefillAttentionParams& p, int64_t base,
-                                              int key0, int key_last, bf16* ks, bf16* vs) {
+                                              const KvSeqRows<PAGED>& seq, int key0, int key_last,
+                                              bf16* ks, bf16* vs) {
   constexpr int CHUNKS = HD / 8;
   const int64_t row_stride = static_cast<int64_t>(p.num_kv_heads) * HD;
 #pragma unroll
   for (int i = threadIdx.x; i < BK * CHUNKS; i += THREADS) {
     const int r = i / CHUNKS, c = i % CHUNKS;
     const bool valid = key0 + r <= key_last;
-    const int64_t off = valid ? base + (key0 + r) * row_stride + c * 8 : 0;
+    int64_t off = 0;
+    if constexpr (PAGED)
+      off = valid ? base + seq.row(key0 + r) * row_stride + c * 8 : 0;
+    else
+      off = valid ? base + (key0 + r) * row_stride + c * 8 : 0;
     cp_async_16(smem_u32(ks + swz<HD>(r, c)), p.k_cache + off, valid);
     cp_async_16(smem_u32(vs + swz<HD>(r, c)), p.v_cache + off, valid);
   }
@@ -319,7 +326,7 @@ __device__ __forceinline__ void flash_store_output(const PrefillAttentionParams&
 // Grid: (heads, query blocks). Heads vary fastest, so the query heads of one kv head run side by
 // side and share its K / V tiles in L2. Thread (warp w, lane) holds, as mma accumulator fragments,
 // rows w * 16 + lane / 4 (lo) and + 8 (hi) of the block.
-template <int HD, int WARPS>
+template <int HD, int WARPS, bool PAGED>
 __global__ void __launch_bounds__(WARPS * 32, flash_min_blocks(HD, WARPS))
     prefill_attention_flash_kernel(PrefillAttentionParams p) {
   constexpr int BQ = WARPS * 16;  // 16 query rows a warp (one mma M tile)
@@ -359,12 +366,14 @@ __global__ void __launch_bounds__(WARPS * 32, flash_min_blocks(HD, WARPS))
   int seg_begin = 0;
   while (seg_begin < rows) {
     const FlashRun run = flash_find_run(row_slot, row_pos, seg_begin, rows, p.max_seq, warp, lane);
-    const int64_t base = static_cast<int64_t>(run.slot) * p.max_seq * p.num_kv_heads * HD +
-                         static_cast<int64_t>(kv_head) * HD;
+    const KvSeqRows<PAGED> seq(p.kv, run.slot, p.max_seq);
+    const int64_t base =
+        (PAGED ? 0 : static_cast<int64_t>(run.slot) * p.max_seq * p.num_kv_heads * HD) +
+        static_cast<int64_t>(kv_head) * HD;
     const int n_tiles = run.key_last < 0 ? 0 : run.key_last / BK + 1;
 
     __syncthreads();  // the previous run's last tile has been read by every warp
-    if (n_tiles > 0) load_kv_stage<HD, THREADS>(p, base, 0, run.key_last, ks, vs);
+    if (n_tiles > 0) load_kv_stage<HD, THREADS, PAGED>(p, base, seq, 0, run.key_last, ks, vs);
     cp_async_commit();
     for (int it = 0; it < n_tiles; ++it) {
       cp_async_wait_all();
@@ -372,8 +381,9 @@ __global__ void __launch_bounds__(WARPS * 32, flash_min_blocks(HD, WARPS))
       // load overwrites.
       __syncthreads();
       if (it + 1 < n_tiles)
-        load_kv_stage<HD, THREADS>(p, base, (it + 1) * BK, run.key_last,
-                                   ks + ((it + 1) & 1) * BK * HD, vs + ((it + 1) & 1) * BK * HD);
+        load_kv_stage<HD, THREADS, PAGED>(p, base, seq, (it + 1) * BK, run.key_last,
+                                          ks + ((it + 1) & 1) * BK * HD,
+                                          vs + ((it + 1) & 1) * BK * HD);
       cp_async_commit();
       const int key0 = it * BK;
       if (key0 > run.warp_max) continue;  // warp-uniform: no row of this warp sees these keys
@@ -433,17 +443,23 @@ __global__ void __launch_bounds__(WARPS * 32, flash_min_blocks(HD, WARPS))
   flash_store_output<HD>(p, o, l_lo, l_hi, qs, q0, head, rows, warp, lane, r_lo, r_hi);
 }
 
-template <int HD, int WARPS>
-cudaError_t launch_flash(const PrefillAttentionParams& p) {
+template <int HD, int WARPS, bool PAGED>
+cudaError_t launch_flash_paging(const PrefillAttentionParams& p) {
   constexpr size_t smem = flash_smem_bytes<HD, WARPS>();
   if (const cudaError_t err =
-          cudaFuncSetAttribute(prefill_attention_flash_kernel<HD, WARPS>,
+          cudaFuncSetAttribute(prefill_attention_flash_kernel<HD, WARPS, PAGED>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
       err != cudaSuccess)
     return err;
-  return launch_kernel(prefill_attention_flash_kernel<HD, WARPS>,
+  return launch_kernel(prefill_attention_flash_kernel<HD, WARPS, PAGED>,
                        dim3(p.num_heads, ceil_div(p.t, WARPS * 16)), dim3(WARPS * 32), smem,
                        p.launch, p);
+}
+
+template <int HD, int WARPS>
+cudaError_t launch_flash(const PrefillAttentionParams& p) {
+  return p.kv.paged() ? launch_flash_paging<HD, WARPS, true>(p)
+                      : launch_flash_paging<HD, WARPS, false>(p);
 }
 
 bool aligned16(const void* ptr) {
@@ -469,19 +485,26 @@ cudaError_t launch_prefill_attention_flash(const PrefillAttentionParams& p, int 
   if (p.t == 0) return cudaSuccess;
   if (!p.q || !p.k_cache || !p.v_cache || !p.slots || !p.positions || !p.out)
     return cudaErrorInvalidValue;
-  if (!aligned16(p.q) || !aligned16(p.k_cache) || !aligned16(p.v_cache) || !aligned16(p.out))
+  if (!aligned16(p.q) || !aligned16(p.k_cache) || !aligned16(p.v_cache) || !aligned16(p.out) ||
+      !kv_pages_valid(p.kv, p.max_seq))
     return cudaErrorInvalidValue;
   if (p.head_dim == 64) return block_q == 64 ? launch_flash<64, 4>(p) : launch_flash<64, 8>(p);
   return block_q == 64 ? launch_flash<128, 4>(p) : launch_flash<128, 8>(p);
 }
 
-cudaError_t preload_prefill_attention_flash_kernels() {
-  for (cudaError_t err : {preload_kernel(prefill_attention_flash_kernel<64, 4>),
-                          preload_kernel(prefill_attention_flash_kernel<64, 8>),
-                          preload_kernel(prefill_attention_flash_kernel<128, 4>),
-                          preload_kernel(prefill_attention_flash_kernel<128, 8>)})
+template <bool PAGED>
+cudaError_t preload_flash_paging() {
+  for (cudaError_t err : {preload_kernel(prefill_attention_flash_kernel<64, 4, PAGED>),
+                          preload_kernel(prefill_attention_flash_kernel<64, 8, PAGED>),
+                          preload_kernel(prefill_attention_flash_kernel<128, 4, PAGED>),
+                          preload_kernel(prefill_attention_flash_kernel<128, 8, PAGED>)})
     if (err != cudaSuccess) return err;
   return cudaSuccess;
+}
+
+cudaError_t preload_prefill_attention_flash_kernels() {
+  const cudaError_t err = preload_flash_paging<false>();
+  return err != cudaSuccess ? err : preload_flash_paging<true>();
 }
 
 }  // namespace megaops

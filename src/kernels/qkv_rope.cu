@@ -66,7 +66,7 @@ cudaError_t preload_qkv_rope_kernels() {
 cudaError_t launch_qkv_rope(const QkvRopeParams& p) {
   if (p.t < 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 || p.head_dim <= 0 ||
       p.head_dim % 4 != 0 || p.head_dim > QKV_ROPE_MAX_HEAD_DIM || p.max_seq <= 0 ||
-      p.num_heads % p.num_kv_heads != 0 || !(p.eps >= 0.0f))
+      p.num_heads % p.num_kv_heads != 0 || !(p.eps >= 0.0f) || !kv_pages_valid(p.kv, p.max_seq))
     return cudaErrorInvalidValue;
   if (p.t == 0) return cudaSuccess;
   if (p.max_ctas < 0) return cudaErrorInvalidValue;

@@ -67,7 +67,7 @@ __device__ __forceinline__ void qkv_rope_head(const QkvRopeParams& p, int64_t it
     if (pos < 0 || pos >= p.max_seq) return;
     const int kv_head = is_v ? head - p.num_heads - p.num_kv_heads : head - p.num_heads;
     const int64_t slot = p.slots[tok];
-    const int64_t offset = ((slot * p.max_seq + pos) * p.num_kv_heads + kv_head) * hd;
+    const int64_t offset = (kv_row(p.kv, slot, pos, p.max_seq) * p.num_kv_heads + kv_head) * hd;
     dst = (is_v ? p.v_cache : p.k_cache) + offset;
   }
   qkv_rope_row_store(dst, hd, lo, hi);

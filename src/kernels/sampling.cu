@@ -1,6 +1,7 @@
 // Token selection, one CTA of 1024 threads per row of logits (or, where the LM head's epilogue
 // took the greedy argmax, SampleParams::argmax, one warp reading its packs), following ref::sample
-// exactly; a row holding NaN or Inf gets NONFINITE_LOGITS_TOKEN instead of a token, as there:
+// exactly, with the launch's parameters or each row's own (SampleParams::rows); a row holding NaN
+// or Inf gets NONFINITE_LOGITS_TOKEN instead of a token, as there:
 //   greedy: argmax, lowest index on ties;
 //   sampled: p_i = exp((x_i - max) / T); the top-k threshold is the k-th largest logit, found by
 //   bisection on the order-preserving integer key of the float (kernels/greedy_key.cuh; a
@@ -109,10 +110,45 @@ __device__ float block_exclusive_scan(float v, float& total, SampleShared& sm) {
   return warp == 0 ? excl : w_excl + excl;
 }
 
+// What one row draws with: the launch's parameters, or the row's own (SampleParams::rows).
+struct RowDraw {
+  float temperature;
+  int top_k;
+  float top_p;
+  const SampleRow* own;  // the row's own parameters and stream, or null
+};
+
+__device__ __forceinline__ RowDraw row_draw(const SampleParams& p, int row) {
+  if (p.rows == nullptr) return {p.temperature, p.top_k, p.top_p, nullptr};
+  const SampleRow* r = p.rows + row;
+  return {r->temperature, r->top_k, r->top_p, r};
+}
+
+// The row's uniform number: its own stream, or the launch's seed and step with the row's rng_rows
+// entry (its index without one). Read only where the row samples (the step may be null otherwise).
+__device__ __forceinline__ float row_uniform(const SampleParams& p, const RowDraw& d, int row) {
+  if (d.own != nullptr) return counter_uniform(d.own->seed, d.own->rng_row, d.own->step);
+  const int rng_row = p.rng_rows != nullptr ? p.rng_rows[row] : row;
+  return counter_uniform(p.seed, static_cast<uint64_t>(rng_row), *p.step);
+}
+
 // One tile = one row. Must be called by all SAMPLE_THREADS threads.
 __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
   const int tid = threadIdx.x, n = p.vocab;
   const float* x = p.logits + static_cast<int64_t>(row) * p.ld;
+  const RowDraw draw = row_draw(p, row);
+  if (p.argmax != nullptr) {
+    // Per-row parameters with the LM head's argmax packs (launch_sample admits no other case):
+    // a greedy row's token is its pack; every row's pack is zeroed for the next LM head. Every
+    // thread reads the pack before the barrier, thread 0 clears it after.
+    const unsigned long long pack = p.argmax[row];
+    __syncthreads();
+    if (tid == 0) p.argmax[row] = 0ull;
+    if (draw.temperature <= 0.0f) {
+      if (tid == 0) p.tokens[row] = greedy_unpack_token(pack);
+      return;
+    }
+  }
 
   // Sixteen loads in flight per thread: a plain strided loop waits one memory latency per element
   // (55 us per 128K-logit row measured on the H200). argmax_merge breaks ties by index, so the
@@ -142,24 +178,24 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
     if (tid == 0) p.tokens[row] = NONFINITE_LOGITS_TOKEN;
     return;
   }
-  if (p.temperature <= 0.0f) {
+  if (draw.temperature <= 0.0f) {
     if (tid == 0) p.tokens[row] = max_i;
     return;
   }
 
-  const float temp = p.temperature;
+  const float temp = draw.temperature;
   auto prob = [&](float v) { return expf((v - max_v) / temp); };
   const uint32_t max_key = greedy_order_key(max_v);
 
   // Top-k: the largest key with count(key_i >= key) >= k is the k-th largest logit's key.
   uint32_t keep_key = 0;
-  if (p.top_k > 0 && p.top_k < n) {
+  if (draw.top_k > 0 && draw.top_k < n) {
     uint64_t lo = 0, hi = static_cast<uint64_t>(max_key) + 1;  // count(lo) = n, count(hi) = 0
     while (hi - lo > 1) {
       const uint32_t mid = static_cast<uint32_t>((lo + hi) / 2);
       int c = 0;
       for (int i = tid; i < n; i += SAMPLE_THREADS) c += greedy_order_key(x[i]) >= mid;
-      if (block_reduce_int<IntReduce::Add>(c, sm) >= p.top_k)
+      if (block_reduce_int<IntReduce::Add>(c, sm) >= draw.top_k)
         lo = mid;
       else
         hi = mid;
@@ -169,13 +205,13 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
 
   // Top-p: the largest key whose kept mass reaches top_p of the top-k mass. Each float sum runs in
   // one fixed order, and dropping terms can only lower it, so the predicate is monotone.
-  if (p.top_p < 1.0f) {
+  if (draw.top_p < 1.0f) {
     float s = 0.0f;
     for (int i = tid; i < n; i += SAMPLE_THREADS) {
       const float v = x[i];
       if (greedy_order_key(v) >= keep_key) s += prob(v);
     }
-    const float target = p.top_p * block_sum(s, sm);
+    const float target = draw.top_p * block_sum(s, sm);
     uint64_t lo = keep_key, hi = static_cast<uint64_t>(max_key) + 1;
     while (hi - lo > 1) {
       const uint32_t mid = static_cast<uint32_t>((lo + hi) / 2);
@@ -194,8 +230,7 @@ __device__ void sample_row(const SampleParams& p, int row, SampleShared& sm) {
 
   // Pick: thread t owns indices [t * seg, (t + 1) * seg), so a prefix scan over threads is a
   // prefix scan in index order.
-  const int rng_row = p.rng_rows != nullptr ? p.rng_rows[row] : row;
-  const float u = counter_uniform(p.seed, static_cast<uint64_t>(rng_row), *p.step);
+  const float u = row_uniform(p, draw, row);
   const int seg = (n + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
   const int begin = min(n, tid * seg), end = min(n, begin + seg);
   float local = 0.0f;
@@ -266,7 +301,7 @@ __global__ void __launch_bounds__(SAMPLE_ARGMAX_THREADS) sample_argmax_kernel(Sa
 }  // namespace
 
 cudaError_t sample_footprint(const SampleParams& p, KernelFootprint* out) {
-  if (p.argmax != nullptr)
+  if (p.argmax != nullptr && p.rows == nullptr)
     return kernel_footprint(sample_argmax_kernel, 1, SAMPLE_ARGMAX_THREADS, 0, out);
   return kernel_footprint(sample_kernel, p.b, SAMPLE_THREADS, 0, out);
 }
@@ -280,6 +315,8 @@ cudaError_t launch_sample(const SampleParams& p) {
   if (p.b < 0 || p.vocab <= 0 || p.ld < p.vocab || p.b > 0x7fffffff) return cudaErrorInvalidValue;
   if (p.b == 0) return cudaSuccess;
   if (!p.logits || !p.tokens) return cudaErrorInvalidValue;
+  if (p.rows != nullptr)  // each row's own parameters: the full kernel, packs or not
+    return launch_kernel(sample_kernel, dim3(p.b), dim3(SAMPLE_THREADS), 0, p.launch, p);
   const bool sampled = p.temperature > 0.0f;
   if (sampled && (!p.step || !(p.top_p > 0.0f))) return cudaErrorInvalidValue;
   if (p.argmax != nullptr) {

@@ -118,6 +118,39 @@ void attention_prefill(const float* q, const float* k_cache, const float* v_cach
   }
 }
 
+void gather_paged(const float* cache, const int32_t* block_table, int block_size, int len,
+                  size_t row, float* out) {
+  for (int p = 0; p < len; ++p) {
+    const size_t at = (static_cast<size_t>(block_table[p / block_size]) * block_size +
+                       static_cast<size_t>(p % block_size)) *
+                      row;
+    std::copy(cache + at, cache + at + row, out + static_cast<size_t>(p) * row);
+  }
+}
+
+void attention_decode_paged(const float* q, const float* k_cache, const float* v_cache,
+                            const int32_t* block_table, int block_size, int ctx_len, int num_heads,
+                            int num_kv_heads, int head_dim, float scale, float* out) {
+  const size_t row = static_cast<size_t>(num_kv_heads) * head_dim;
+  std::vector<float> k(static_cast<size_t>(ctx_len) * row), v(k.size());
+  gather_paged(k_cache, block_table, block_size, ctx_len, row, k.data());
+  gather_paged(v_cache, block_table, block_size, ctx_len, row, v.data());
+  attention_decode(q, k.data(), v.data(), ctx_len, num_heads, num_kv_heads, head_dim, scale, out);
+}
+
+void attention_prefill_paged(const float* q, const float* k_cache, const float* v_cache,
+                             const int32_t* block_table, int block_size, int n_q, int pos0,
+                             int num_heads, int num_kv_heads, int head_dim, float scale,
+                             float* out) {
+  const int len = pos0 + n_q;
+  const size_t row = static_cast<size_t>(num_kv_heads) * head_dim;
+  std::vector<float> k(static_cast<size_t>(len) * row), v(k.size());
+  gather_paged(k_cache, block_table, block_size, len, row, k.data());
+  gather_paged(v_cache, block_table, block_size, len, row, v.data());
+  attention_prefill(q, k.data(), v.data(), n_q, pos0, num_heads, num_kv_heads, head_dim, scale,
+                    out);
+}
+
 int argmax(const float* logits, int n) {
   // NaN never wins, so a NaN first logit does not hide the others (check-logits compares the
   // argmax of rows that may hold NaN; the samplers give no token for such rows, see sample).

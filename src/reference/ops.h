@@ -42,6 +42,24 @@ void attention_prefill(const float* q, const float* k_cache, const float* v_cach
                        int pos0, int num_heads, int num_kv_heads, int head_dim, float scale,
                        float* out);
 
+// A paged cache ([num_blocks, block_size, row] floats: `row` values a position) read through one
+// sequence's block table: positions [0, len) into out [len, row], position p from block
+// table[p / block_size], row p % block_size. The paged attention kernels' oracle reads a paged
+// cache through this and then attends as attention_decode / attention_prefill do.
+void gather_paged(const float* cache, const int32_t* block_table, int block_size, int len,
+                  size_t row, float* out);
+
+// attention_decode over a paged cache (gather_paged with row = num_kv_heads * head_dim).
+void attention_decode_paged(const float* q, const float* k_cache, const float* v_cache,
+                            const int32_t* block_table, int block_size, int ctx_len, int num_heads,
+                            int num_kv_heads, int head_dim, float scale, float* out);
+
+// attention_prefill over a paged cache holding positions [0, pos0 + n_q) of the sequence.
+void attention_prefill_paged(const float* q, const float* k_cache, const float* v_cache,
+                             const int32_t* block_table, int block_size, int n_q, int pos0,
+                             int num_heads, int num_kv_heads, int head_dim, float scale,
+                             float* out);
+
 // Index of the largest logit; the lowest index wins ties (-0 ties +0), a NaN never wins, and a row
 // of NaN gives 0. (sample, not argmax, is the samplers' definition: no token for a row with NaN.)
 int argmax(const float* logits, int n);

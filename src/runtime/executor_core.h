@@ -142,6 +142,19 @@ struct ExecutorCore {
   int32_t* tok_pos = nullptr;
   int32_t* tok_slot = nullptr;
 
+  // The paged KV cache (ExecutorOptions::kv_block_size > 0; kernels/kv_pages.cuh). `kv` is what
+  // every cache access takes: contiguous (a null table) unless paged. Paged, the step inputs a
+  // decode step reads are one device region, so that a single copy at the head of a captured
+  // step refreshes them all: dec_tokens, dec_pos, dec_ctx, dec_slots and dec_sample
+  // ([max_batch] each, step_inputs_head bytes with their padding), then the block table kv_table
+  // [kv_table_rows, kv.table_stride] (decode row i reads table row dec_slots[i]; the rows past
+  // max_batch are free for a prefill's sequences).
+  KvPages kv;
+  int32_t* kv_table = nullptr;
+  SampleRow* dec_sample = nullptr;  // each decode row's own sampling (SampleParams::rows), or null
+  uint8_t* step_inputs = nullptr;
+  size_t step_inputs_head = 0;
+
   // Decode state (device), see step_state.cuh.
   int32_t* dec_tokens = nullptr;
   int32_t* dec_pos = nullptr;
@@ -201,6 +214,7 @@ struct ExecutorCore {
   // ---- step resources (step_resources.cu) ----
 
   void validate_options(const ModelConfig& model);
+  void validate_kv_options();
   void build_step_graphs();
   void allocate_weights(const ModelConfig& model);
   void count_weight_bytes(const ModelConfig& model, const std::vector<WeightSpec>& specs);
@@ -208,6 +222,7 @@ struct ExecutorCore {
                       const std::function<void(size_t, size_t)>& progress);
   void allocate_activations(const ModelConfig& model);
   void allocate_decode_state();
+  void allocate_paged_step_inputs();
   // Rows [c0, c0 + t) of a host vector into dst[0, t) on the executor's stream (asynchronous: the
   // vector must outlive the copy, i.e. until the next synchronisation).
   void upload_rows(int32_t* dst, const std::vector<int32_t>& src, int c0, int t) {

@@ -25,6 +25,20 @@ struct ExecutorOptions {
   int max_batch = 1;         // sequences decoded together (1..64)
   int max_seq = 2048;        // positions per sequence (prompt + generated)
   int prefill_chunk = 2048;  // most tokens per prefill chunk (capped at max_batch * max_seq)
+  // The paged KV cache (the paged runner, runtime/paged_runner.h; kernels/kv_pages.cuh): with
+  // kv_block_size > 0 (a power of two) each layer's cache is kv_num_blocks + 1 blocks of
+  // kv_block_size positions (the last one scratch: the padding rows of a decode bucket write
+  // there) instead of [max_batch, max_seq], and every cache access goes through the block table
+  // of kv_table_rows rows (>= max_batch) in the step inputs (ExecutorCore::kv_table); max_seq is
+  // then the positions a sequence may have. 0: the contiguous cache.
+  int kv_block_size = 0;
+  int kv_num_blocks = 0;
+  int kv_table_rows = 0;
+  // Decode attention's split count and CTA form (DecodeAttentionParams::splits and per_head): 0 /
+  // -1 choose them from the batch size; fixed, a row's attention output does not depend on the
+  // other rows of its step (the paged runner's batch-invariant mode).
+  int decode_attention_splits = 0;
+  int decode_attention_per_head = -1;
   PrefillPath prefill_path = PrefillPath::Layers;  // DecodeGraph: not with tensor parallelism
   bool pdl = false;                                // programmatic dependent launch for decode steps
   bool debug_sync = false;  // synchronise and check after every op (localises failures)

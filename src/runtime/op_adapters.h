@@ -43,6 +43,7 @@ P ExecutorCore::attention_params(const LayerWeights& L, const bf16* q_in, bf16* 
   ap.k_cache = L.k_cache;
   ap.v_cache = L.v_cache;
   ap.slots = slot_of;
+  ap.kv = kv;
   ap.out = out;
   ap.num_heads = cfg.num_heads;
   ap.num_kv_heads = cfg.num_kv_heads;
@@ -67,6 +68,7 @@ inline QkvRopeParams ExecutorCore::qkv_rope_params(const LayerWeights& L, const 
   rp.q_out = q_out;
   rp.k_cache = L.k_cache;
   rp.v_cache = L.v_cache;
+  rp.kv = kv;
   rp.t = t;
   rp.num_heads = cfg.num_heads;
   rp.num_kv_heads = cfg.num_kv_heads;
@@ -85,6 +87,8 @@ inline DecodeAttentionParams ExecutorCore::decode_attention_params(
   ap.ctx_lens = ctx_lens;
   ap.workspace = workspace;
   ap.b = b;
+  ap.splits = opt.decode_attention_splits;
+  ap.per_head = opt.decode_attention_per_head;
   return ap;
 }
 
@@ -104,6 +108,8 @@ inline SampleParams ExecutorCore::sample_params(int b) const {
   // Row r draws with its sequence's slot: the same stream as row r in a decode step (slot r),
   // and a sequence's first token in a decode-graph prefill draws as the layer path's row b.
   sp.rng_rows = dec_slots;
+  // The paged runner's decode rows: each row's own parameters and stream instead.
+  sp.rows = dec_sample;
   return sp;
 }
 

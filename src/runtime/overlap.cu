@@ -67,8 +67,8 @@ void ExecutorCore::setup_overlap() {
   const size_t B = static_cast<size_t>(opt.max_batch);
   const size_t h = cfg.hidden_size, qd = cfg.q_dim(), kvd = cfg.kv_dim(),
                inter = cfg.intermediate_size;
-  const size_t ws =
-      decode_attention_workspace_floats(opt.max_batch, cfg.num_heads, cfg.head_dim, opt.max_seq);
+  const size_t ws = decode_attention_workspace_floats(opt.max_batch, cfg.num_heads, cfg.head_dim,
+                                                      opt.max_seq, opt.decode_attention_splits);
   st->resid = mem.alloc_array<float>("overlap residual", B * h);
   if (opt.overlap_pdl_chain && opt.overlap_fold_norms)
     st->resid_alt = mem.alloc_array<float>("overlap residual (second buffer)", B * h);

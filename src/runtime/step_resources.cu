@@ -2,6 +2,7 @@
 // weights allocated and uploaded as bf16 (tensor-parallel shards where the rank holds one), the KV
 // cache, the activation buffers, the decode state, and their release.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "core/parallel.h"
@@ -98,6 +99,45 @@ void ExecutorCore::validate_options(const ModelConfig& model) {
     throw_input_error("executor", "wait_sleep_max_ns",
                       "expected 0.." + std::to_string(MAX_WAIT_SLEEP_MAX_NS) + ", found " +
                           std::to_string(opt.wait_sleep_max_ns));
+  validate_kv_options();
+}
+
+// The paged cache's and the decode attention's fixed choices (ExecutorOptions).
+void ExecutorCore::validate_kv_options() {
+  if (opt.decode_attention_splits < 0 ||
+      opt.decode_attention_splits > decode_attention_max_splits())
+    throw_input_error("executor", "decode_attention_splits",
+                      "expected 0 (by batch) or 1.." +
+                          std::to_string(decode_attention_max_splits()) + ", found " +
+                          std::to_string(opt.decode_attention_splits));
+  if (opt.decode_attention_per_head < -1 || opt.decode_attention_per_head > 1)
+    throw_input_error(
+        "executor", "decode_attention_per_head",
+        "expected -1 (by grid), 0 or 1, found " + std::to_string(opt.decode_attention_per_head));
+  if (opt.kv_block_size == 0) return;
+  if (!kv_block_size_ok(opt.kv_block_size))
+    throw_input_error(
+        "executor", "kv_block_size",
+        "expected a power of two (16, 32, ...), found " + std::to_string(opt.kv_block_size));
+  if (opt.kv_num_blocks < 1)
+    throw_input_error("executor", "kv_num_blocks",
+                      "expected >= 1, found " + std::to_string(opt.kv_num_blocks));
+  if (opt.kv_table_rows < opt.max_batch)
+    throw_input_error("executor", "kv_table_rows",
+                      "expected >= max_batch (" + std::to_string(opt.max_batch) + "), found " +
+                          std::to_string(opt.kv_table_rows));
+  if (comm != nullptr)
+    throw_input_error("executor", "kv_block_size",
+                      "the paged cache does not run with tensor parallelism yet");
+  // The decode kernels address a paged layer's K or V with 32-bit byte offsets
+  // (kernels/kv_pages.cuh).
+  const double layer_bytes = (static_cast<double>(opt.kv_num_blocks) + 1) * opt.kv_block_size *
+                             cfg.kv_dim() * static_cast<double>(sizeof(bf16));
+  if (layer_bytes >= 4294967296.0)
+    throw_input_error("executor", "kv_num_blocks",
+                      "a layer's paged K (or V) cache must be below 4 GiB, found " +
+                          std::to_string(static_cast<int64_t>(layer_bytes)) + " bytes (" +
+                          std::to_string(opt.kv_num_blocks) + " + 1 blocks)");
 }
 
 void ExecutorCore::allocate_weights(const ModelConfig& model) {
@@ -115,7 +155,12 @@ void ExecutorCore::allocate_weights(const ModelConfig& model) {
           ? embed
           : alloc_bf16("lm_head", static_cast<size_t>(comm ? vocab_part : model.vocab_size) * h);
   layers.resize(model.num_layers);
-  const size_t kv_elems = static_cast<size_t>(opt.max_batch) * opt.max_seq * kvd;
+  // Contiguous [max_batch, max_seq] positions, or paged: the blocks and one scratch block.
+  const size_t kv_positions =
+      opt.kv_block_size > 0
+          ? (static_cast<size_t>(opt.kv_num_blocks) + 1) * static_cast<size_t>(opt.kv_block_size)
+          : static_cast<size_t>(opt.max_batch) * opt.max_seq;
+  const size_t kv_elems = kv_positions * kvd;
   for (int l = 0; l < model.num_layers; ++l) {
     LayerWeights& L = layers[l];
     const std::string p = "layer " + std::to_string(l) + " ";
@@ -239,9 +284,10 @@ void ExecutorCore::allocate_activations(const ModelConfig& model) {
     logits_part = mem.alloc_array<float>("logits, this rank's rows", block);
     logits_all = mem.alloc_array<float>("logits, every rank's rows", block * opt.tp);
   }
-  attn_ws = mem.alloc_array<float>("attention workspace",
-                                   decode_attention_workspace_floats(opt.max_batch, model.num_heads,
-                                                                     model.head_dim, opt.max_seq));
+  attn_ws = mem.alloc_array<float>(
+      "attention workspace",
+      decode_attention_workspace_floats(opt.max_batch, model.num_heads, model.head_dim, opt.max_seq,
+                                        opt.decode_attention_splits));
   const size_t n_done = static_cast<size_t>(opt.max_batch) * model.num_kv_heads;
   attn_done = mem.alloc_array<uint32_t>("attention merge counters", n_done);
   MEGAOPS_CUDA_CHECK(cudaMemset(attn_done, 0, n_done * sizeof(uint32_t)));
@@ -253,10 +299,14 @@ void ExecutorCore::allocate_decode_state() {
   tok_ids = mem.alloc_array<int32_t>("prefill ids", T);
   tok_pos = mem.alloc_array<int32_t>("prefill positions", T);
   tok_slot = mem.alloc_array<int32_t>("prefill slots", T);
-  dec_tokens = mem.alloc_array<int32_t>("decode tokens", opt.max_batch);
-  dec_pos = mem.alloc_array<int32_t>("decode positions", opt.max_batch);
-  dec_ctx = mem.alloc_array<int32_t>("decode context lengths", opt.max_batch);
-  dec_slots = mem.alloc_array<int32_t>("decode slots", opt.max_batch);
+  if (opt.kv_block_size > 0) {
+    allocate_paged_step_inputs();
+  } else {
+    dec_tokens = mem.alloc_array<int32_t>("decode tokens", opt.max_batch);
+    dec_pos = mem.alloc_array<int32_t>("decode positions", opt.max_batch);
+    dec_ctx = mem.alloc_array<int32_t>("decode context lengths", opt.max_batch);
+    dec_slots = mem.alloc_array<int32_t>("decode slots", opt.max_batch);
+  }
   // The step counter and the greedy argmax packs (zeroed) in one allocation, 64 bytes apart.
   constexpr size_t PACKS_AT = 64;
   uint8_t* step_state = static_cast<uint8_t*>(
@@ -271,6 +321,29 @@ void ExecutorCore::allocate_decode_state() {
   // addressing makes the host pointer the device's).
   MEGAOPS_CUDA_CHECK(
       cudaHostAlloc(&host_tokens, 3 * opt.max_batch * sizeof(int32_t), cudaHostAllocMapped));
+}
+
+// The paged cache's step inputs as one region (ExecutorCore::step_inputs): the decode rows'
+// tokens, positions, context lengths, table rows and sampling, each section 256-byte aligned, then
+// the block table. Zeroed: a table entry is a valid block (0) before anyone writes it.
+void ExecutorCore::allocate_paged_step_inputs() {
+  const size_t B = static_cast<size_t>(opt.max_batch);
+  auto section = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const size_t ints = section(B * sizeof(int32_t));
+  step_inputs_head = 4 * ints + section(B * sizeof(SampleRow));
+  const int stride = (opt.max_seq + opt.kv_block_size - 1) / opt.kv_block_size;
+  const size_t table_bytes = static_cast<size_t>(opt.kv_table_rows) * stride * sizeof(int32_t);
+  step_inputs = static_cast<uint8_t*>(
+      mem.alloc("paged step inputs and block table", step_inputs_head + table_bytes));
+  dec_tokens = reinterpret_cast<int32_t*>(step_inputs);
+  dec_pos = reinterpret_cast<int32_t*>(step_inputs + ints);
+  dec_ctx = reinterpret_cast<int32_t*>(step_inputs + 2 * ints);
+  dec_slots = reinterpret_cast<int32_t*>(step_inputs + 3 * ints);
+  dec_sample = reinterpret_cast<SampleRow*>(step_inputs + 4 * ints);
+  kv_table = reinterpret_cast<int32_t*>(step_inputs + step_inputs_head);
+  kv = kv_pages(kv_table, opt.kv_block_size, stride);
+  MEGAOPS_CUDA_CHECK(cudaMemset(step_inputs, 0, step_inputs_head + table_bytes));
+  MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());  // the executor's stream does not wait for memsets
 }
 
 // Releases what the executor created. In ExecutorCore, not in ~ConventionalExecutor: when setup()

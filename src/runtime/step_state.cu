@@ -1,4 +1,7 @@
 // See step_state.cuh.
+#include <algorithm>
+#include <cstdint>
+
 #include "runtime/step_state.cuh"
 
 namespace megaops {
@@ -37,7 +40,36 @@ __global__ void step_advance_kernel(int32_t* positions, int32_t* ctx_lens, uint3
   tile_sync_signal(sync, ostep);
 }
 
+constexpr int COPY_THREADS = 256;
+constexpr int COPY_MAX_CTAS = 64;
+
+// 16 bytes a thread over the aligned part, then the last < 4 words. Completes before its PDL
+// dependent passes its wait (no early trigger): the copy is what the step reads.
+__global__ void __launch_bounds__(COPY_THREADS)
+    copy_step_inputs_kernel(const uint4* src, uint4* dst, size_t n16, int tail_words) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * COPY_THREADS;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * COPY_THREADS + threadIdx.x; i < n16;
+       i += stride)
+    dst[i] = src[i];
+  if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < tail_words)
+    reinterpret_cast<uint32_t*>(dst + n16)[threadIdx.x] =
+        reinterpret_cast<const uint32_t*>(src + n16)[threadIdx.x];
+}
+
 }  // namespace
+
+cudaError_t launch_copy_step_inputs(const CopyStepInputsParams& p) {
+  if (p.bytes % 4 != 0 || (p.bytes > 0 && (!p.src || !p.dst)) ||
+      reinterpret_cast<uintptr_t>(p.src) % 16 != 0 || reinterpret_cast<uintptr_t>(p.dst) % 16 != 0)
+    return cudaErrorInvalidValue;
+  if (p.bytes == 0) return cudaSuccess;
+  const size_t n16 = p.bytes / 16;
+  const int tail = static_cast<int>((p.bytes % 16) / 4);
+  const size_t ctas = std::min<size_t>(COPY_MAX_CTAS, std::max<size_t>(1, (n16 + 255) / 256));
+  return launch_kernel(copy_step_inputs_kernel, dim3(static_cast<unsigned>(ctas)),
+                       dim3(COPY_THREADS), 0, p.launch, static_cast<const uint4*>(p.src),
+                       static_cast<uint4*>(p.dst), n16, tail);
+}
 
 cudaError_t launch_step_advance(const StepAdvanceParams& p) {
   if (!p.positions || !p.ctx_lens || !p.step || p.b < 1 || p.b > 1024 || p.counters_n < 0 ||
@@ -50,7 +82,8 @@ cudaError_t launch_step_advance(const StepAdvanceParams& p) {
 }
 
 cudaError_t preload_step_state_kernels() {
-  return preload_kernel(step_advance_kernel);
+  const cudaError_t err = preload_kernel(step_advance_kernel);
+  return err != cudaSuccess ? err : preload_kernel(copy_step_inputs_kernel);
 }
 
 }  // namespace megaops

@@ -37,4 +37,19 @@ struct StepAdvanceParams {
 cudaError_t launch_step_advance(const StepAdvanceParams& p);
 cudaError_t preload_step_state_kernels();
 
+// Copies `bytes` (a multiple of 4) from src to dst: the paged runner's step inputs, from pinned
+// host memory mapped into the device to the device region the step reads, at the head of a
+// captured step. A kernel rather than a memcpy node, so the step's first kernel (a PDL launch
+// where the plan asks for PDL) follows a kernel and its wait covers the copy. src and dst
+// 16-byte aligned (pinned pages and device allocations are). The host must not write src again
+// before the copy has run.
+struct CopyStepInputsParams {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  size_t bytes = 0;
+  LaunchOptions launch;
+};
+
+cudaError_t launch_copy_step_inputs(const CopyStepInputsParams& p);
+
 }  // namespace megaops

@@ -331,5 +331,132 @@ TEST(Sample, RngRowsDrawAsTheNamedRow) {
   }
 }
 
+// SampleParams::rows: each row's own parameters and stream.
+std::vector<int32_t> run_rows(const std::vector<float>& logits, int vocab,
+                              const std::vector<SampleRow>& rows,
+                              const std::vector<unsigned long long>* packs = nullptr,
+                              std::vector<unsigned long long>* packs_after = nullptr) {
+  const int b = static_cast<int>(rows.size());
+  DeviceBuffer<float> d_logits(logits.size());
+  DeviceBuffer<SampleRow> d_rows(rows.size());
+  DeviceBuffer<int32_t> d_tokens(b);
+  DeviceBuffer<unsigned long long> d_packs(b);
+  d_logits.upload(logits);
+  d_rows.upload(rows);
+  d_tokens.poison();
+  if (packs) d_packs.upload(*packs);
+  SampleParams p;
+  p.logits = d_logits.ptr;
+  p.ld = vocab;
+  p.b = b;
+  p.vocab = vocab;
+  p.temperature = 5.0f;  // never read with rows: a row's own parameters apply
+  p.top_k = 1;
+  p.tokens = d_tokens.ptr;
+  p.rows = d_rows.ptr;
+  if (packs) p.argmax = d_packs.ptr;
+  EXPECT_EQ(launch_sample(p), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (packs_after) *packs_after = d_packs.download();
+  return d_tokens.download();
+}
+
+// Every row with the same parameters, each row's stream its index: the launch's parameters'
+// tokens (the behaviour before rows is the all-rows-equal case).
+TEST(Sample, EqualPerRowParamsMatchTheLaunchParams) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(testing::test_seed() + 5);
+  const int b = 24, vocab = 5000;
+  for (const SampledConfig& c : {SampledConfig{0.0f, 0, 1.0f}, SampledConfig{0.8f, 40, 0.9f},
+                                 SampledConfig{1.0f, 0, 1.0f}}) {
+    const uint64_t seed = rng();
+    const uint32_t step = 7;
+    const auto logits = random_logits(static_cast<size_t>(b) * vocab, 2.0f, rng);
+    std::vector<SampleRow> rows(b);
+    for (int r = 0; r < b; ++r) {
+      rows[r].seed = seed;
+      rows[r].temperature = c.temperature;
+      rows[r].top_k = c.top_k;
+      rows[r].top_p = c.top_p;
+      rows[r].step = step;
+      rows[r].rng_row = static_cast<uint32_t>(r);
+    }
+    const auto launch =
+        run_sampler(logits, b, vocab, vocab, c.temperature, c.top_k, c.top_p, seed, step, false);
+    EXPECT_EQ(run_rows(logits, vocab, rows), launch) << "T=" << c.temperature;
+  }
+}
+
+// Rows with different parameters, seeds and steps in one launch, against ref::sample with each
+// row's own uniform (ref::sampling_uniform(seed, rng_row, step)); greedy rows are exact, sampled
+// ones may flip at a rounding boundary (SampledMatchesReference), so 99% of them must match.
+TEST(Sample, PerRowParamsMatchReference) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(testing::test_seed() + 6);
+  const SampledConfig configs[] = {{0.0f, 0, 1.0f},  {1.0f, 0, 1.0f},    {0.7f, 50, 1.0f},
+                                   {1.3f, 40, 0.8f}, {0.6f, 1000, 0.5f}, {1.0f, 1, 1.0f}};
+  const int b = 60, vocab = 32000;
+  int sampled = 0, matches = 0;
+  for (int round = 0; round < 4; ++round) {
+    const auto logits = random_logits(static_cast<size_t>(b) * vocab, 2.5f, rng);
+    std::vector<SampleRow> rows(b);
+    for (int r = 0; r < b; ++r) {
+      const SampledConfig& c = configs[(r + round) % 6];
+      rows[r].seed = rng();
+      rows[r].temperature = c.temperature;
+      rows[r].top_k = c.top_k;
+      rows[r].top_p = c.top_p;
+      rows[r].step = static_cast<uint32_t>(rng() % 1000);
+      rows[r].rng_row = 0;
+    }
+    const auto tokens = run_rows(logits, vocab, rows);
+    for (int r = 0; r < b; ++r) {
+      const float* row = logits.data() + static_cast<size_t>(r) * vocab;
+      SamplingParams sp;
+      sp.temperature = rows[r].temperature;
+      sp.top_k = rows[r].top_k;
+      sp.top_p = rows[r].top_p;
+      sp.seed = rows[r].seed;
+      const int want =
+          ref::sample(row, vocab, sp, ref::sampling_uniform(rows[r].seed, 0, rows[r].step));
+      if (rows[r].temperature <= 0.0f || rows[r].top_k == 1) {
+        EXPECT_EQ(tokens[r], want) << "greedy row " << r;
+      } else {
+        ++sampled;
+        matches += tokens[r] == want;
+      }
+    }
+  }
+  EXPECT_GE(matches, sampled * 99 / 100) << matches << " of " << sampled;
+}
+
+// Per-row parameters with the LM head's argmax packs: greedy rows take their pack's token, the
+// others sample the logits, and every row's pack is zeroed.
+TEST(Sample, PerRowParamsWithArgmaxPacks) {
+  MEGAOPS_REQUIRE_GPU();
+  std::mt19937_64 rng(testing::test_seed() + 7);
+  const int b = 6, vocab = 3000;
+  const auto logits = random_logits(static_cast<size_t>(b) * vocab, 2.0f, rng);
+  std::vector<SampleRow> rows(b);
+  std::vector<unsigned long long> packs(b);
+  for (int r = 0; r < b; ++r) {
+    const float* row = logits.data() + static_cast<size_t>(r) * vocab;
+    const int best = ref::argmax(row, vocab);
+    packs[r] = greedy_pack(row[best], best);
+    rows[r].seed = 100 + r;
+    rows[r].temperature = r % 2 == 0 ? 0.0f : 1.0f;
+    rows[r].step = 3;
+  }
+  std::vector<unsigned long long> after;
+  const auto tokens = run_rows(logits, vocab, rows, &packs, &after);
+  const auto without = run_rows(logits, vocab, rows);
+  for (int r = 0; r < b; ++r) {
+    const float* row = logits.data() + static_cast<size_t>(r) * vocab;
+    if (r % 2 == 0) EXPECT_EQ(tokens[r], ref::argmax(row, vocab)) << "greedy row " << r;
+    EXPECT_EQ(tokens[r], without[r]) << "row " << r << ": the packs changed a token";
+  }
+  EXPECT_EQ(after, std::vector<unsigned long long>(b, 0ull)) << "packs not zeroed";
+}
+
 }  // namespace
 }  // namespace megaops

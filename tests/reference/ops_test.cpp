@@ -265,6 +265,64 @@ TEST_F(OpsTest, PrefillAttentionEqualsDecodeAttentionPerToken) {
   EXPECT_NE(out.back(), before.back());
 }
 
+TEST_F(OpsTest, GatherPagedFollowsTheBlockTable) {
+  // Blocks of 2 positions of 3 values; the sequence's blocks in the cache order 3, 0, 2. Every
+  // cache value encodes its own (block, row, value) so the gathered order is read off directly.
+  const int block_size = 2, len = 5;
+  const size_t row = 3;
+  std::vector<float> cache(4 * block_size * row);
+  for (size_t i = 0; i < cache.size(); ++i) cache[i] = static_cast<float>(i);
+  const std::vector<int32_t> table = {3, 0, 2};
+  std::vector<float> out(len * row, NAN);
+  gather_paged(cache.data(), table.data(), block_size, len, row, out.data());
+  const int expect_rows[len] = {6, 7, 0, 1, 4};  // block * block_size + position % block_size
+  for (int p = 0; p < len; ++p)
+    for (size_t j = 0; j < row; ++j)
+      EXPECT_EQ(out[p * row + j], static_cast<float>(expect_rows[p] * row + j)) << "position " << p;
+}
+
+TEST_F(OpsTest, PagedAttentionEqualsContiguousAttentionOverTheGatheredCache) {
+  // A shuffled block table over a larger cache of random blocks: the paged oracle attends to
+  // exactly the positions the table names, so it equals the contiguous oracle over a cache
+  // built position by position from those blocks; the unused blocks hold NaN, which any read of
+  // them would carry into the output.
+  const int heads = 4, kv_heads = 2, head_dim = 8, block_size = 4, n_blocks = 9;
+  const int ctx = 13;  // 4 blocks, the last one partly used
+  const size_t row = kv_heads * head_dim;
+  std::vector<float> k(n_blocks * block_size * row, NAN), v(k.size(), NAN);
+  const std::vector<int32_t> table = {7, 2, 5, 0};
+  for (int32_t blk : table)
+    for (size_t i = 0; i < block_size * row; ++i) {
+      k[blk * block_size * row + i] = random(1)[0];
+      v[blk * block_size * row + i] = random(1)[0];
+    }
+  std::vector<float> kc(ctx * row), vc(ctx * row);
+  for (int p = 0; p < ctx; ++p)
+    for (size_t j = 0; j < row; ++j) {
+      const size_t at = (table[p / block_size] * block_size + p % block_size) * row + j;
+      kc[p * row + j] = k[at];
+      vc[p * row + j] = v[at];
+    }
+  const float scale = 0.4f;
+  const std::vector<float> q = random(heads * head_dim, -2.0f, 2.0f);
+  std::vector<float> paged(heads * head_dim, NAN), flat(heads * head_dim, NAN);
+  attention_decode_paged(q.data(), k.data(), v.data(), table.data(), block_size, ctx, heads,
+                         kv_heads, head_dim, scale, paged.data());
+  attention_decode(q.data(), kc.data(), vc.data(), ctx, heads, kv_heads, head_dim, scale,
+                   flat.data());
+  EXPECT_EQ(paged, flat);
+
+  const int pos0 = 6, n_q = ctx - pos0;
+  const std::vector<float> qs = random(n_q * heads * head_dim, -2.0f, 2.0f);
+  std::vector<float> paged_p(qs.size(), NAN), flat_p(qs.size(), NAN);
+  attention_prefill_paged(qs.data(), k.data(), v.data(), table.data(), block_size, n_q, pos0, heads,
+                          kv_heads, head_dim, scale, paged_p.data());
+  attention_prefill(qs.data(), kc.data(), vc.data(), n_q, pos0, heads, kv_heads, head_dim, scale,
+                    flat_p.data());
+  EXPECT_EQ(paged_p, flat_p);
+  for (float x : paged_p) EXPECT_TRUE(std::isfinite(x));
+}
+
 TEST_F(OpsTest, ArgmaxPicksTheLowestIndexOnTies) {
   std::vector<float> x = {0.0f, 3.0f, -1.0f, 3.0f, 2.0f};
   EXPECT_EQ(argmax(x.data(), 5), 1);
