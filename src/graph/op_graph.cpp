@@ -28,6 +28,8 @@ const char* op_kind_name(OpKind k) {
       return "bookkeeping";
     case OpKind::Collective:
       return "collective";
+    case OpKind::Conv:
+      return "conv";
   }
   return "?";
 }
@@ -112,6 +114,18 @@ const char* op_code_name(OpCode c) {
       return "sample";
     case OpCode::StepAdvance:
       return "step_advance";
+    case OpCode::CodebookEmbed:
+      return "codebook_embed";
+    case OpCode::Conv1d:
+      return "conv1d";
+    case OpCode::ConvTranspose1d:
+      return "conv_transpose1d";
+    case OpCode::Elu:
+      return "elu";
+    case OpCode::Snake:
+      return "snake";
+    case OpCode::ResidualAdd:
+      return "residual_add";
   }
   return "?";
 }
@@ -189,6 +203,10 @@ std::vector<int64_t> input_tiles(const OpGraph& g, int consumer, int input_index
 bool is_vendor_gemm(const Op& op, bool pdl) {
   return op.kind == OpKind::Matmul &&
          matmul_dispatch_path(op.m, op.n, op.k, pdl) == MatmulPath::CublasLt;
+}
+
+bool is_vendor_op(const Op& op, bool pdl) {
+  return op.kind == OpKind::Conv || is_vendor_gemm(op, pdl);
 }
 
 }  // namespace megaops

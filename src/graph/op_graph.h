@@ -28,7 +28,8 @@ enum class OpKind {
   Elementwise,
   Sample,
   Bookkeeping,
-  Collective
+  Collective,
+  Conv  // 1-D convolution or transposed convolution (a codec decoder's; cuDNN on the GPU)
 };
 enum class StepKind { Decode, Prefill };
 
@@ -53,6 +54,14 @@ enum class OpCode {
   LmHead,            // logits = normed rows x Wlm^T
   Sample,            // next token per sequence from the logits
   StepAdvance,       // positions, lengths and the fed-back tokens advanced on the device
+  // A codec decoder's ops (models/codec_graph.h): codes to waveform samples, [batch x time,
+  // channels]
+  CodebookEmbed,    // x[t] = sum over codebooks q of table_q[code_q[t]] (residual VQ decode)
+  Conv1d,           // causal 1-D convolution (+ bias)
+  ConvTranspose1d,  // causal transposed 1-D convolution (upsampling by its stride, + bias)
+  Elu,              // ELU activation
+  Snake,            // SnakeBeta activation: x + sin^2(alpha x) / beta, per channel
+  ResidualAdd,      // out = x + the residual block's input
 };
 
 const char* op_code_name(OpCode c);
@@ -166,6 +175,11 @@ using StepGraphBuilder = OpGraph (*)(const ModelConfig& cfg, const StepRequest& 
 // (core/matmul_dispatch.h, launched with PDL or not) puts on cuBLASLt. Such an op cannot take part
 // in tile synchronisation: an overlap region waits around it, a persistent region ends before it.
 bool is_vendor_gemm(const Op& op, bool pdl = false);
+
+// Whether the executors run `op` through a vendor library: a vendor GEMM, or a convolution
+// (cuDNN). Such a launch has no PDL prologue and takes part in tile synchronisation only at chunk
+// granularity.
+bool is_vendor_op(const Op& op, bool pdl = false);
 
 // Throws InputError naming the op unless every op of `g` has a code in `known` (an executor checks
 // the graph it is handed before it runs it).
