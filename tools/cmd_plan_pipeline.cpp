@@ -97,7 +97,14 @@ void write_outputs(const Opts& o, const PipelineConfig& p, const PipelineGraphs&
   for (size_t i = 0; i < r.ranked.size(); ++i)
     ranked.push_back(candidate_row(r.ranked[i], static_cast<int>(i) + 1));
   int unmatched = 0;
-  for (const OpCalibration& c : r.calibration) unmatched += c.measured_us < 0;
+  nlohmann::json calibration = nlohmann::json::array();
+  for (const OpCalibration& c : r.calibration) {
+    unmatched += c.measured_us < 0;
+    calibration.push_back({{"key", c.key},
+                           {"measured_us", c.measured_us},
+                           {"model_us", c.model_us},
+                           {"extra_tile_us", c.extra_tile_us}});
+  }
   nlohmann::json j = {
       {"schema", "megaops-pipeline-plan/1"},
       {"pipeline", r.pipeline},
@@ -116,7 +123,10 @@ void write_outputs(const Opts& o, const PipelineConfig& p, const PipelineGraphs&
       {"profile_contexts",
        {{"producer", g.producer_step.context}, {"local", g.local_step.context}}},
       {"codec_windows", {g.codec_first.context, g.codec_chunk.context}},
-      {"ranked", ranked}};
+      {"ranked", ranked},
+      // Every distinct op shape of the groups' graphs ("<graph>: <op>|<shape signature>"), with
+      // its evidence (-1: none) and its first-principles time.
+      {"calibration", calibration}};
   write_text(o.json_out, j.dump(1) + "\n");
 }
 
