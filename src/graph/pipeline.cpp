@@ -208,9 +208,25 @@ int publication_step(const PipelineConfig& p) {
 
 namespace {
 
+// The layers' total upsampling, or MAX_HOP + 1 once it passes MAX_HOP.
+constexpr int64_t MAX_HOP = 1 << 20;
+int64_t upsampling(const std::vector<CodecLayer>& layers) {
+  int64_t hop = 1;
+  for (const CodecLayer& l : layers) {
+    if (l.kind == CodecLayerKind::ConvTranspose1d) hop *= std::max(1, l.stride);
+    if (l.kind == CodecLayerKind::Residual) hop *= upsampling(l.body);
+    if (hop > MAX_HOP) return MAX_HOP + 1;
+  }
+  return hop;
+}
+
 void validate_stages(const PipelineConfig& p, const std::string& origin) {
   const LocalTransformerConfig& lt = p.local;
   const CodecConfig& c = p.codec;
+  // First: the op list's sample rates must fit in 32 bits.
+  require(upsampling(c.layers) <= MAX_HOP, origin, "stages[2].layers",
+          "expected an upsampling of at most " + std::to_string(MAX_HOP) +
+              " samples a frame, found more");
   require(
       lt.codebooks >= 2, origin, "stages[1].codebooks",
       "expected >= 2 (codebook 0 comes from the producer), found " + std::to_string(lt.codebooks));
@@ -247,6 +263,10 @@ void validate_stages(const PipelineConfig& p, const std::string& origin) {
               ", found " + num(c.frame_rate));
 }
 
+// A day of audio at 12.5 frames a second: longer streams are no stream (and their chunk lists
+// would not fit in memory).
+constexpr int MAX_STREAM_FRAMES = 1 << 20;
+
 void validate_schedule(const PipelineConfig& p, const std::string& origin) {
   const PipelineSchedule& s = p.schedule;
   for (auto [v, field, min] : {std::tuple{s.prompt_tokens, "prompt_tokens", 1},
@@ -258,6 +278,9 @@ void validate_schedule(const PipelineConfig& p, const std::string& origin) {
                                {s.lookahead_steps, "lookahead_steps", 0}})
     require(v >= min, origin, std::string("schedule.") + field,
             "expected >= " + std::to_string(min) + ", found " + std::to_string(v));
+  require(s.stream_frames <= MAX_STREAM_FRAMES, origin, "schedule.stream_frames",
+          "expected at most " + std::to_string(MAX_STREAM_FRAMES) + ", found " +
+              std::to_string(s.stream_frames));
   require(s.stream_frames % s.frames_per_step == 0, origin, "schedule.stream_frames",
           "expected a multiple of frames_per_step (" + std::to_string(s.frames_per_step) +
               "), found " + std::to_string(s.stream_frames));

@@ -19,6 +19,10 @@ namespace {
 
 using nlohmann::json;
 
+// Channels, kernels, strides and dilations past this are no codec: refusing them keeps every
+// product of them in 64 bits.
+constexpr int64_t MAX_LAYER_VALUE = 65536;
+
 // What the reader is looking at: the file and the field path.
 struct Where {
   const std::string& origin;
@@ -101,6 +105,14 @@ ModelConfig model_field(const json& stage, const Where& w) {
   return parse_model_config(m.dump(), w.origin + ": " + mw.path);
 }
 
+bool upsamples(const std::vector<CodecLayer>& layers) {
+  for (const CodecLayer& l : layers)
+    if (l.kind == CodecLayerKind::ConvTranspose1d ||
+        (l.kind == CodecLayerKind::Residual && upsamples(l.body)))
+      return true;
+  return false;
+}
+
 // The layers of a codec decoder (or of a residual block's body) taking `channels` channels in;
 // returns the channels out.
 int parse_layers(const json& v, const Where& w, int channels, int depth,
@@ -124,6 +136,11 @@ int parse_layers(const json& v, const Where& w, int channels, int depth,
         object(l, lw, {"op", "in", "out", "kernel", "dilation"});
       layer.kind = tr ? CodecLayerKind::ConvTranspose1d : CodecLayerKind::Conv1d;
       const int in = int_field(l, "in", lw, 1);
+      for (const char* f : {"out", "kernel", "stride", "dilation"})
+        if (l.contains(f) && l.at(f).is_number_integer() &&
+            l.at(f).get<int64_t>() > MAX_LAYER_VALUE)
+          lw.at(f).fail("expected at most " + std::to_string(MAX_LAYER_VALUE) + ", found " +
+                        l.at(f).dump());
       if (in != channels)
         lw.at("in").fail("expected " + std::to_string(channels) +
                          " (the channels of the layer before), found " + std::to_string(in));
@@ -147,6 +164,10 @@ int parse_layers(const json& v, const Where& w, int channels, int depth,
         lw.at("layers").fail("expected the block's layers to give back its " +
                              std::to_string(channels) + " input channels, found " +
                              std::to_string(body_out));
+      if (upsamples(layer.body))
+        lw.at("layers").fail(
+            "expected the block's layers to keep the sample rate (its input is added to their "
+            "output), found a conv_transpose1d");
     } else {
       lw.at("op").fail("expected conv1d, conv_transpose1d, elu, snake or residual, found " +
                        describe(l.at("op")));
@@ -177,6 +198,10 @@ CodecConfig parse_codec(const json& st, const Where& w) {
   c.sample_rate = int_field(st, "sample_rate", w, 1);
   c.frame_rate = positive_number(st, "frame_rate", w);
   c.context_frames = int_field(st, "context_frames", w, 1);
+  if (c.context_frames > MAX_LAYER_VALUE)
+    w.at("context_frames")
+        .fail("expected at most " + std::to_string(MAX_LAYER_VALUE) + ", found " +
+              std::to_string(c.context_frames));
   parse_layers(field(st, "layers", w), w.at("layers"), c.codebook_dim, 0, c.layers);
   return c;
 }

@@ -214,7 +214,25 @@ INSTANTIATE_TEST_SUITE_P(
                 {"stages[2].layers[1].kernel", ">= stride"}},
         BadCase{"string_for_int",
                 [](json& j) { j["stages"][2]["codebook_dim"] = "16"; },
-                {"stages[2].codebook_dim", "integer"}}));
+                {"stages[2].codebook_dim", "integer"}},
+        BadCase{"upsampling_inside_residual",
+                [](json& j) {
+                  layers(j)[2]["layers"][1] = {
+                      {"op", "conv_transpose1d"}, {"in", 16}, {"out", 8}, {"kernel", 2}, {"stride", 2}};
+                },
+                {"stages[2].layers[2].layers", "keep the sample rate"}},
+        BadCase{"huge_stride", [](json& j) { layers(j)[1]["stride"] = 1 << 20; },
+                {"stages[2].layers[1].stride", "at most 65536"}},
+        BadCase{"huge_upsampling",
+                [](json& j) {
+                  for (int i = 0; i < 3; ++i)
+                    layers(j).insert(layers(j).begin() + 1,
+                                     json{{"op", "conv_transpose1d"}, {"in", 32}, {"out", 32},
+                                          {"kernel", 4096}, {"stride", 4096}});
+                },
+                {"stages[2].layers", "upsampling of at most 1048576"}},
+        BadCase{"huge_stream", [](json& j) { j["schedule"]["stream_frames"] = 1 << 21; },
+                {"schedule.stream_frames", "at most 1048576"}}));
 
 TEST(PipelineJson, MalformedJsonIsOneLine) {
   try {
