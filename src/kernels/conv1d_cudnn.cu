@@ -38,13 +38,14 @@ void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
   MEGAOPS_CUDNN_CHECK(cudnnBackendSetAttribute(d, name, type, count, value));
 }
 
-// A packed fp32 tensor [n, c, 1, w].
+// A packed fp32 tensor [n, c, 1, w] whose data is 16-byte aligned (run() checks it): engines
+// with vector loads take it.
 Desc tensor(int64_t uid, int64_t n, int64_t c, int64_t w) {
   Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   const cudnnDataType_t dtype = CUDNN_DATA_FLOAT;
   const int64_t dims[4] = {n, c, 1, w};
   const int64_t strides[4] = {c * w, w, w, 1};
-  const int64_t alignment = 4;
+  const int64_t alignment = 16;
   set(t.d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype);
   set(t.d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
   set(t.d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
@@ -210,6 +211,10 @@ CudnnConv1d::~CudnnConv1d() {
 
 void CudnnConv1d::run(const float* x, const float* w, float* y, void* workspace,
                       cudaStream_t stream) const {
+  for (const void* ptr :
+       {static_cast<const void*>(x), static_cast<const void*>(w), static_cast<const void*>(y)})
+    if ((reinterpret_cast<uintptr_t>(ptr) & 15u) != 0)
+      throw DeviceError("cudnn conv: tensors must be 16-byte aligned (" + describe(shape_) + ")");
   MEGAOPS_CUDNN_CHECK(cudnnSetStream(handle_, stream));
   void* ptrs[3] = {const_cast<float*>(x), const_cast<float*>(w), y};
   const int64_t uids[3] = {UID_X, UID_W, UID_Y};

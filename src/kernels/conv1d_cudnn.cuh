@@ -46,8 +46,9 @@ class CudnnConv1d {
   CudnnConv1d(const CudnnConv1d&) = delete;
   CudnnConv1d& operator=(const CudnnConv1d&) = delete;
 
-  // y [batch, out_channels, out_len()] from x [batch, in_channels, t_in] and w, on `stream`.
-  // `workspace` holds at least workspace_bytes(). Throws DeviceError on a failed execution.
+  // y [batch, out_channels, out_len()] from x [batch, in_channels, t_in] and w, on `stream`; x, w
+  // and y 16-byte aligned (cudaMalloc'ed buffers are). `workspace` holds at least
+  // workspace_bytes(). Throws DeviceError on a misaligned tensor or a failed execution.
   void run(const float* x, const float* w, float* y, void* workspace, cudaStream_t stream) const;
 
   size_t workspace_bytes() const { return workspace_; }
