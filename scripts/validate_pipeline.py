@@ -26,7 +26,7 @@ conventional, conventional + PDL or the PDL chain), at least 8 measured end to e
   all      (the GPU)  prepare, evidence, plan, measure, report in one go.
   selftest            the arithmetic and a whole run on a stand-in megaops (ctest, no GPU).
 
-Goals (the issue's): pick = measured best in >= 95% of the cases, worst regret <= 2%.
+Goals: pick = measured best in >= 95% of the cases, worst regret <= 2%.
 Only the standard library is needed, and matplotlib for the plot (skipped when absent).
 """
 import argparse
