@@ -197,7 +197,9 @@ def score_case(pool, plan, measured):
                      "predicted_ms": c["predicted"]["t_pub_us"] / 1000.0,
                      "predicted_rtfx": c["predicted"]["rtfx"],
                      "t_pub_mean_ms": statistics.fmean(t), "t_pub_p95_ms": percentile(t, 0.95),
-                     "rtfx_mean": statistics.fmean(r["rtfx"] for r in m["runs"])})
+                     "rtfx_mean": statistics.fmean(r["rtfx"] for r in m["runs"]),
+                     "steady_rtfx_mean": statistics.fmean(r.get("steady_rtfx", r["rtfx"])
+                                                          for r in m["runs"])})
     out = {"candidates": rows, "measured": len(rows), "counts": len(rows) >= MIN_POOL}
     if not rows:
         return out

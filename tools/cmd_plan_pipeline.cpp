@@ -68,6 +68,7 @@ nlohmann::json candidate_row(const PipelineCandidate& c, int rank) {
           {"step_h_us", c.step_h_us},
           {"last_chunk_us", c.last_chunk_us},
           {"rtfx", c.rtfx},
+          {"steady_rtfx", c.steady_rtfx},
           {"executor_supports", c.executor_supports}};
 }
 

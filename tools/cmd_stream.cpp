@@ -79,21 +79,24 @@ double rtfx(const PipelineConfig& p, const StreamTimes& t) {
 
 nlohmann::json comp_json(const PipelineConfig& p, const Comp& c) {
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<double> tpub, rt;
+  std::vector<double> tpub, rt, steady;
   for (const StreamTimes& t : c.runs) {
     rows.push_back({{"t_pub_ms", t_pub_ms(t)},
                     {"first_chunk_decoded_ms", t.chunks[0].decoded_s * 1e3},
                     {"step_h_ms", t.step_done_s.at(t.step_h - 1) * 1e3},
                     {"last_chunk_ms", t.chunks.back().published_s * 1e3},
                     {"total_ms", t.total_s * 1e3},
-                    {"rtfx", rtfx(p, t)}});
+                    {"rtfx", rtfx(p, t)},
+                    {"steady_rtfx", steady_rtfx(p, t)}});
     tpub.push_back(t_pub_ms(t));
     rt.push_back(rtfx(p, t));
+    steady.push_back(steady_rtfx(p, t));
   }
   return {{"file", c.file},
           {"label", c.c.label},
           {"t_pub_ms", summary(tpub)},
           {"rtfx", summary(rt)},
+          {"steady_rtfx", summary(steady)},
           {"runs", rows}};
 }
 
@@ -130,6 +133,7 @@ void write_timestamps(const Opts& o, const PipelineConfig& p, const std::string&
                             {"rounds", o.rounds},
                             {"t_pub_ms", first["t_pub_ms"]},
                             {"rtfx", first["rtfx"]},
+                            {"steady_rtfx", first["steady_rtfx"]},
                             {"runs", first["runs"]},
                             {"compositions", all},
                             {"chunks", chunks},
@@ -261,11 +265,12 @@ Runner add_stream(CLI::App& app) {
       const StreamTimes& t = c.runs.back();
       std::printf(
           "stream: %s, batch %d on %s (%s): T_pub %.3f ms (first chunk decoded %.3f ms, "
-          "producer step %d %.3f ms), %zu chunks, RTFx %.2f (%.2f s of audio in %.3f s)\n",
+          "producer step %d %.3f ms), %zu chunks, RTFx %.2f (%.2f s of audio in %.3f s; steady "
+          "state %.2f)\n",
           p.name.c_str(), o->batch, device.c_str(), c.c.label.c_str(), t_pub_ms(t),
           t.chunks[0].decoded_s * 1e3, t.step_h, t.step_done_s.at(t.step_h - 1) * 1e3,
           t.chunks.size(), rtfx(p, t), p.schedule.stream_frames / p.codec.frame_rate,
-          t.chunks.back().published_s);
+          t.chunks.back().published_s, steady_rtfx(p, t));
     }
     return g_interrupted ? interrupt_status() : 0;
   };

@@ -117,6 +117,15 @@ StreamSamples run_pipeline_whole(const PipelineConfig& p, PipelineStages& st,
   return samples;
 }
 
+double steady_rtfx(const PipelineConfig& p, const StreamTimes& t) {
+  if (t.chunks.size() < 2)
+    return t.chunks.empty() ? 0.0 : stream_rtfx(p, t.chunks.back().published_s);
+  const StreamChunk& first = t.chunks.front().chunk;
+  const double audio_s = (p.schedule.stream_frames - first.end_frame) / p.codec.frame_rate;
+  const double wall_s = t.chunks.back().published_s - t.chunks.front().published_s;
+  return wall_s > 0 ? audio_s / wall_s : 0.0;
+}
+
 double stream_rtfx(const PipelineConfig& p, double wall_s) {
   const double audio_s = p.schedule.stream_frames / p.codec.frame_rate;
   return wall_s > 0 ? audio_s / wall_s : 0.0;

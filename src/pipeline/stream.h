@@ -78,5 +78,8 @@ StreamSamples run_pipeline_whole(const PipelineConfig& p, PipelineStages& stages
 
 // Real-time factor: seconds of audio per stream over wall seconds.
 double stream_rtfx(const PipelineConfig& p, double wall_s);
+// Its steady state: the audio after the first chunk over the time from its publication to the
+// last chunk's (stream_rtfx of the whole stream when it is one chunk).
+double steady_rtfx(const PipelineConfig& p, const StreamTimes& t);
 
 }  // namespace megaops

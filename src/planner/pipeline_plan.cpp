@@ -332,6 +332,11 @@ PipelinePlanResult plan_pipeline(const PipelineConfig& p, const PipelineGraphs& 
     c.step_h_us = ev.step_h_us;
     c.last_chunk_us = ev.last_chunk_us;
     c.rtfx = ev.last_chunk_us > 0 ? audio_us / ev.last_chunk_us : 0;
+    const double rest = audio_us * (1.0 - static_cast<double>(p.schedule.first_chunk_frames) /
+                                              p.schedule.stream_frames);
+    c.steady_rtfx = ev.last_chunk_us > ev.first_chunk_us && rest > 0
+                        ? rest / (ev.last_chunk_us - ev.first_chunk_us)
+                        : c.rtfx;
     cands.push_back(std::move(c));
   }
   std::stable_sort(cands.begin(), cands.end(),
@@ -361,7 +366,8 @@ PipelinePlanResult plan_pipeline(const PipelineConfig& p, const PipelineGraphs& 
                (base > 0 ? fmt(100.0 * (c.t_pub_us - base) / base) + "% vs all-conventional"
                          : std::string("no baseline")) +
                "): first chunk " + fmt(c.first_chunk_us / 1000, 3) + " ms, producer step h " +
-               fmt(c.step_h_us / 1000, 3) + " ms; RTFx " + fmt(c.rtfx, 2);
+               fmt(c.step_h_us / 1000, 3) + " ms; RTFx " + fmt(c.rtfx, 2) + " (steady state " +
+               fmt(c.steady_rtfx, 2) + ")";
     if (!c.executor_supports) c.reason += "; not runnable yet (executor_supports=false)";
   }
   res.ranked = std::move(cands);
@@ -397,7 +403,8 @@ std::string pipeline_candidate_json(const PipelinePlanResult& r, int index) {
                         {"first_chunk_us", c.first_chunk_us},
                         {"step_h_us", c.step_h_us},
                         {"last_chunk_us", c.last_chunk_us},
-                        {"rtfx", c.rtfx}}},
+                        {"rtfx", c.rtfx},
+                        {"steady_rtfx", c.steady_rtfx}}},
                       {"reason", c.reason}};
   return j.dump(1);
 }

@@ -13,8 +13,9 @@
 //     transformer, each chunk's codec window; consecutive work of one fused region is one launch)
 //     with those durations, their dependencies (B(s) after B(s - 1), L(s) after B(s), a chunk after
 //     the L(s) that completes its frames) and the CTAs they hold, simulated by simulate_events;
-//   - objective: T_pub = max(F(first chunk decoded), F(producer step h)); also the steady-state
-//     real-time factor RTFx = audio seconds / the time the last chunk is decoded.
+//   - objective: T_pub = max(F(first chunk decoded), F(producer step h)); also the real-time
+//     factor RTFx = audio seconds / the time the last chunk is decoded, and its steady state (the
+//     audio after the first chunk over the time between the first and the last chunk).
 // Ranking: T_pub, ties by label. Candidates the executors cannot run are ranked too and marked
 // (executor_supports = false). Pure C++; docs/pipeline.md has the model and its approximations.
 #pragma once
@@ -48,6 +49,9 @@ struct PipelineCandidate {
   double step_h_us = 0;       // F(producer step h)
   double last_chunk_us = 0;   // the whole stream decoded
   double rtfx = 0;            // audio seconds / last_chunk_us
+  // Steady state: the audio after the first chunk over the time from the first chunk's decode to
+  // the last one's (rtfx when there is one chunk).
+  double steady_rtfx = 0;
   bool executor_supports = false;
   std::string label;   // "P:c | B:pdl_chain | L:c | C:c serial"
   std::string reason;  // against the all-conventional baseline
@@ -114,7 +118,7 @@ PipelinePlanResult plan_pipeline(const PipelineConfig& p, const PipelineGraphs& 
 
 // A composition file (docs/pipeline.md): {"schema": "megaops-pipeline-composition/1", pipeline,
 // batch, label, regions: [{groups: [...], backend}], policy, split, executor_supports, predicted:
-// {t_pub_us, first_chunk_us, step_h_us, last_chunk_us, rtfx}, reason}.
+// {t_pub_us, first_chunk_us, step_h_us, last_chunk_us, rtfx, steady_rtfx}, reason}.
 std::string pipeline_candidate_json(const PipelinePlanResult& r, int index);
 
 // The event graph of ranked candidate `index`, with its simulated times, as JSON (event_graph.h),

@@ -115,6 +115,7 @@ TEST(PipelinePlan, RanksEveryCompositionOnce) {
     EXPECT_GE(c.t_pub_us, c.first_chunk_us);
     EXPECT_GE(c.t_pub_us, c.step_h_us);
     EXPECT_GT(c.rtfx, 0);
+    EXPECT_GT(c.steady_rtfx, 0) << c.label;
     if (i > 0) EXPECT_LE(r.ranked[i - 1].t_pub_us, c.t_pub_us);
     runnable += c.executor_supports;
     serial += c.policy == Policy::Serial;

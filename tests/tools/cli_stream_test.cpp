@@ -69,6 +69,7 @@ TEST(CliStream, WavIsTheOraclesAudio) {
   }
   EXPECT_EQ(samples, 72);
   EXPECT_GT(t["rtfx"]["mean"].get<double>(), 0);
+  EXPECT_GT(t["steady_rtfx"]["mean"].get<double>(), 0);
   EXPECT_NE(r.out.find("T_pub"), std::string::npos);
 }
 
