@@ -2,8 +2,9 @@
 """Fails when a file under src/ includes a header across a forbidden layer edge.
 
 The layers (DESIGN.md): core <- io <- models -> graph; planner uses graph only;
-runtime uses graph, kernels and sync; kernels use sync and core only; reference (the fp32 oracle)
-reads models, graph and io, and is used by tests and `--cpu` only; tools/, tests/ and fuzz/ may
+runtime uses graph, kernels, sync and pipeline; kernels use sync and core only; reference (the
+fp32 oracle) reads models, graph, io and pipeline, and is used by tests and `--cpu` only; pipeline
+(the streaming driver) uses graph; tools/, tests/ and fuzz/ may
 use everything. core is the base every layer may use. graph/ holds the model's description
 (model_config.h: architecture, sizes, weights; tensor_parallel.h: its sharding) that graph/,
 planner/, runtime/ and reference/ all read; models/ reads it from config.json and checkpoints.
@@ -34,18 +35,23 @@ RULES = {
     "models": {"io", "graph", "core"},
     "planner": {"graph", "core"},
     "kernels": {"sync", "core"},
-    # The GPU model runner (runtime/paged_runner.h) implements the engine's ModelRunner interface
-    # (engine/model_runner.h, a header of plain types): the one edge from the runtime up to the
-    # engine, so that the engine reaches the GPU only through that interface.
-    "runtime": {"graph", "kernels", "sync", "core", "engine"},
+    # The runtime implements two interfaces of the layers above it, on the GPU: the engine's
+    # ModelRunner (engine/model_runner.h, a header of plain types), so that the engine reaches the
+    # GPU only through it, and the streaming driver's stage interface (pipeline/stream.h), as it
+    # implements the executor interface.
+    "runtime": {"graph", "kernels", "sync", "core", "engine", "pipeline"},
     # The fp32 oracle of the whole model reads checkpoints and configs like any user of them, and
-    # the model's description (graph/model_config.h, graph/tensor_parallel.h).
-    "reference": {"models", "graph", "io", "core"},
+    # the model's description (graph/model_config.h, graph/tensor_parallel.h); its pipeline stages
+    # implement the streaming driver's stage interface (pipeline/stream.h).
+    "reference": {"models", "graph", "io", "pipeline", "core"},
     # The serving engine (requests, scheduler, KV block manager, streamed text) sits above the
     # model's description, the text front end and the fp32 oracle (its CPU runner); the GPU
     # reaches it only through the ModelRunner interface (engine/model_runner.h), so it builds and
     # is tested without CUDA.
     "engine": {"reference", "models", "graph", "io", "core"},
+    # The streaming driver: a pipeline's stages joined by chunk buffers under its schedule
+    # (graph/pipeline.h), behind a stage interface the CPU oracle and the GPU runtime implement.
+    "pipeline": {"graph", "core"},
 }
 
 # (file, included header) -> why the edge is still there. Remove an entry with the edge.

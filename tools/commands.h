@@ -27,6 +27,8 @@ Runner add_check_logits(CLI::App& app);
 Runner add_profile(CLI::App& app);
 Runner add_trace(CLI::App& app);
 Runner add_plan(CLI::App& app);
+Runner add_plan_pipeline(CLI::App& app);
+Runner add_stream(CLI::App& app);
 Runner add_bench_matmul(CLI::App& app);
 Runner add_bench_attention(CLI::App& app);
 Runner add_hbm_ceiling(CLI::App& app);

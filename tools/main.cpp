@@ -213,6 +213,10 @@ int main(int argc, char** argv) {
       add_bench_boundary);
   add("trace", "timeline of one overlap decode step as a Chrome trace (needs a GPU)", add_trace);
   add("plan", "rank barrier/overlap/split compositions from a profile (no GPU needed)", add_plan);
+  add("plan-pipeline",
+      "rank a streaming pipeline's compositions for time to first chunk (no GPU needed)",
+      add_plan_pipeline);
+  add("stream", "run a streaming pipeline, publishing audio chunks as they are ready", add_stream);
   add("check-logits", "compare logits against a reference file from HF transformers",
       add_check_logits);
   add("tokenize", "the checkpoint's tokenizer and chat template: text <-> ids, prompts",

@@ -28,6 +28,8 @@ const char* op_kind_name(OpKind k) {
       return "bookkeeping";
     case OpKind::Collective:
       return "collective";
+    case OpKind::Conv:
+      return "conv";
   }
   return "?";
 }
@@ -112,6 +114,18 @@ const char* op_code_name(OpCode c) {
       return "sample";
     case OpCode::StepAdvance:
       return "step_advance";
+    case OpCode::CodebookEmbed:
+      return "codebook_embed";
+    case OpCode::Conv1d:
+      return "conv1d";
+    case OpCode::ConvTranspose1d:
+      return "conv_transpose1d";
+    case OpCode::Elu:
+      return "elu";
+    case OpCode::Snake:
+      return "snake";
+    case OpCode::ResidualAdd:
+      return "residual_add";
   }
   return "?";
 }
@@ -234,6 +248,10 @@ std::string persistent_refusal(const OpGraph& g, int op_index, bool pdl, int sms
     default:
       return std::string(op_code_name(op.code)) + " (never in a persistent region)";
   }
+}
+
+bool is_vendor_op(const Op& op, bool pdl) {
+  return op.kind == OpKind::Conv || is_vendor_gemm(op, pdl);
 }
 
 }  // namespace megaops

@@ -28,7 +28,8 @@ enum class OpKind {
   Elementwise,
   Sample,
   Bookkeeping,
-  Collective
+  Collective,
+  Conv  // 1-D convolution or transposed convolution (a codec decoder's; cuDNN on the GPU)
 };
 enum class StepKind { Decode, Prefill };
 
@@ -53,6 +54,14 @@ enum class OpCode {
   LmHead,            // logits = normed rows x Wlm^T
   Sample,            // next token per sequence from the logits
   StepAdvance,       // positions, lengths and the fed-back tokens advanced on the device
+  // A codec decoder's ops (models/codec_graph.h): codes to waveform samples, [batch x time,
+  // channels]
+  CodebookEmbed,    // x[t] = sum over codebooks q of table_q[code_q[t]] (residual VQ decode)
+  Conv1d,           // causal 1-D convolution (+ bias)
+  ConvTranspose1d,  // causal transposed 1-D convolution (upsampling by its stride, + bias)
+  Elu,              // ELU activation
+  Snake,            // SnakeBeta activation: x + sin^2(alpha x) / beta, per channel
+  ResidualAdd,      // out = x + the residual block's input
 };
 
 const char* op_code_name(OpCode c);
@@ -175,6 +184,11 @@ bool is_vendor_gemm(const Op& op, bool pdl = false);
 // attention, all-reduces and step_advance never run in one. The planner's rule for which
 // persistent candidates run; the executor checks the same on the kernels' own params.
 std::string persistent_refusal(const OpGraph& g, int op_index, bool pdl, int sms);
+
+// Whether the executors run `op` through a vendor library: a vendor GEMM, or a convolution
+// (cuDNN). Such a launch has no PDL prologue and takes part in tile synchronisation only at chunk
+// granularity.
+bool is_vendor_op(const Op& op, bool pdl = false);
 
 // Throws InputError naming the op unless every op of `g` has a code in `known` (an executor checks
 // the graph it is handed before it runs it).

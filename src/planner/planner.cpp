@@ -206,40 +206,8 @@ struct Planner {
         standalone_us[i] = key_standalone.at(key);
         continue;
       }
-      OpCalibration c;
+      OpCalibration c = calibrate_op(g, i, table, cost, &res.sim_events, &res.sim_tasks);
       c.key = key;
-      const OpGraph s = sub_graph(g, i, i);
-      auto standalone = [&](double x) {
-        const TileGraph t = build_tile_graph(s, {{0, 0, Backend::Conventional, 0}}, Policy::Serial,
-                                             0, cost, {x}, false);
-        const TileSimResult r = simulate_tiles(t.tasks, t.pool_workers, cost.machine);
-        res.sim_events += r.events;
-        res.sim_tasks += static_cast<int64_t>(t.tasks.size());
-        return r.makespan_us;
-      };
-      c.model_us = standalone(0);
-      const auto ev = table.lookup({g.ops[i].name, shape_signature(g.ops[i], g.context), cost.dtype,
-                                    "conventional", cost.machine.workers, cost.gpu});
-      if (ev) {
-        c.measured_us = ev->us;
-        // The standalone time grows monotonically with per-tile occupancy: bisect on it. Where
-        // the model is slower than the evidence (large-batch matmuls: the model computes a tile
-        // after loading it, the kernel overlaps the two), the occupancy goes negative, down to
-        // taking the tile's whole compute time off: only the loads are left.
-        const Op& op = g.ops[i];
-        const double floor_x =
-            -op.flops / static_cast<double>(op.num_tiles()) / cost.machine.worker_flops_per_us;
-        double lo = c.model_us > ev->us ? floor_x : 0.0, hi = c.model_us > ev->us ? 0.0 : ev->us;
-        if (standalone(lo) > ev->us) {
-          c.model_slower = true;  // slower than measured even with no compute at all
-          hi = lo;
-        }
-        for (int it2 = 0; it2 < 60 && hi - lo > 1e-9; ++it2) {
-          const double mid = 0.5 * (lo + hi);
-          (standalone(mid) < ev->us ? lo : hi) = mid;
-        }
-        c.extra_tile_us = 0.5 * (lo + hi);
-      }
       key_extra[key] = c.extra_tile_us;
       extra[i] = c.extra_tile_us;
       standalone_us[i] = key_standalone[key] = c.measured_us >= 0 ? c.measured_us : c.model_us;
@@ -279,7 +247,7 @@ struct Planner {
     bool prev_own = false, first = true;
     for (int i = r.first_op; i <= r.last_op; ++i) {
       if (folded[i]) continue;
-      const bool own = !is_vendor_gemm(g.ops[i], /*pdl=*/true);
+      const bool own = !is_vendor_op(g.ops[i], /*pdl=*/true);
       s += standalone_op(i, r.cta_budget);
       if (own && prev_own && !first) s -= cost.launch_us - cost.pdl_wait_us;
       prev_own = own;

@@ -169,6 +169,14 @@ struct OpCalibration {
   bool model_slower = false;  // slower than measured even with no compute time (loads alone)
 };
 
+// Op i of `g` alone on the whole GPU: its first-principles standalone time and, where `table`
+// holds a conventional-step measurement of exactly its key (op, shape, cost.dtype, cost.gpu, the
+// whole GPU), the per-tile occupancy that makes the standalone simulation reproduce it (bisected;
+// docs/planner.md, "Calibration and evidence"). The simulations' work is added to *events and
+// *tasks. key is left empty.
+OpCalibration calibrate_op(const OpGraph& g, int i, const ServiceTable& table,
+                           const CostModel& cost, int64_t* events, int64_t* tasks);
+
 struct PlanResult {
   std::string model;
   std::string gpu;  // the GPU planned for (CostModel::gpu)

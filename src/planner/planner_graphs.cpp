@@ -216,11 +216,11 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
         row_join[oi].assign(op.row_blocks(), t.op_done[oi]);
         continue;
       }
-      const bool vendor = tensor_waits && cost.overlap_vendor_gemms && is_vendor_gemm(op);
+      const bool vendor = tensor_waits && cost.overlap_vendor_gemms && is_vendor_op(op);
       int launch = start;
       int wait = -1;  // PDL: the join every tile of this kernel waits on
       if (pdl) {
-        const bool own = !is_vendor_gemm(op, /*pdl=*/true);
+        const bool own = !is_vendor_op(op, /*pdl=*/true);
         const int before = prev_done >= 0 ? prev_done : start;
         if (own && prev_own && prev_done >= 0) {
           // Without overlap (keep_barriers) the boundary stays a PDL one, with no early start.
