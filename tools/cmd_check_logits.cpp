@@ -139,6 +139,7 @@ int run_check(const Opts& o, PrefillPath prefill_path, PlanChoice plan) {
   ConventionalExecutor ex(ckpt.config(), checkpoint_filler(ckpt), eo);
   check_and_set_regions(plan, ex);
   ex.prefill({ref.prompt});
+  print_prefill_attention_note(ex);
 
   // HF's own bf16 error against its fp32 run, per step and at worst: the yardstick.
   const bool have_bf16 = !ref.logits_bf16.empty();

@@ -21,6 +21,7 @@ const std::pair<const char*, const char*> STEP_FLAGS[] = {
     {"--backend", "decode.backend"},
     {"--pdl", "decode.pdl"},
     {"--prefill", "prefill.path"},
+    {"--prefill-attention", "prefill.attention"},
     {"--overlap-streams", "decode.overlap_streams"},
     {"--streams", "decode.overlap_streams"},
     {"--overlap-pdl-chain", "decode.backend"},
@@ -131,6 +132,11 @@ void settle_plan(PlanChoice& c, ExecutorOptions& eo) {
 
 void check_and_set_regions(const PlanChoice& c, Executor& ex) {
   set_plan_regions(c.plan, c.label, ex);
+}
+
+void print_prefill_attention_note(Executor& ex) {
+  const std::string note = ex.take_prefill_attention_note();
+  if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
 }
 #endif
 

@@ -61,6 +61,10 @@ void settle_plan(PlanChoice& c, ExecutorOptions& eo);
 // The plan's regions checked against the executor's op names (one error line naming the plan and
 // the op) and set on `ex`.
 void check_and_set_regions(const PlanChoice& c, Executor& ex);
+
+// After a prefill: the executor's prefill-attention note (cuDNN asked for but not run, and why)
+// on stderr, once per executor.
+void print_prefill_attention_note(Executor& ex);
 #endif
 
 }  // namespace megaops::cli

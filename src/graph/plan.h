@@ -73,8 +73,9 @@ struct PlanDecode {
 };
 
 struct PlanPrefill {
-  std::string path = "layers";  // layers or graph (core/run_options.h, PrefillPath)
-  int chunk = 2048;             // most tokens per prefill chunk, >= 1
+  std::string path = "layers";      // layers or graph (core/run_options.h, PrefillPath)
+  int chunk = 2048;                 // most tokens per prefill chunk, >= 1
+  std::string attention = "flash";  // flash or cudnn (core/run_options.h, PrefillAttention)
 };
 
 struct Plan {

@@ -51,6 +51,8 @@ void apply_plan(const Plan& plan, ExecutorOptions& eo) {
   m.tune = d.matmul.tune;
   eo.prefill_path = parse_prefill_path(plan.prefill.path, "plan", "prefill.path");
   eo.prefill_chunk = plan.prefill.chunk;
+  eo.prefill_attention =
+      parse_prefill_attention(plan.prefill.attention, "plan", "prefill.attention");
 }
 
 Plan plan_from_options(const ExecutorOptions& eo) {
@@ -93,6 +95,7 @@ Plan plan_from_options(const ExecutorOptions& eo) {
   d.matmul.tune = m.tune;
   p.prefill.path = prefill_path_name(eo.prefill_path);
   p.prefill.chunk = eo.prefill_chunk;
+  p.prefill.attention = prefill_attention_name(eo.prefill_attention);
   return p;
 }
 
