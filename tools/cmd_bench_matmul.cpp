@@ -152,10 +152,9 @@ Runner add_bench_matmul(CLI::App& app) {
                  "the tensor-core ceiling instead of the decode table");
   app.add_option("--prefill-paths", o->prefill_paths,
                  "with --prefill-tokens: executor (MatmulContext::run, fp32 out, the prefill "
-                 "step's call), lt-bf16 (cuBLASLt, bf16 out), lt-residual (bf16 out += x w^T, "
-                 "o_proj and down_proj only), lt-f32-residual (as lt-residual into fp32, the "
-                 "executor's residual stream), lt-best (the fastest of cuBLASLt's candidates, bf16 "
-                 "out); comma-separated");
+                 "step's call), lt-bf16 (cuBLASLt, bf16 out), lt-residual / lt-f32-residual "
+                 "(bf16 / fp32 out += x w^T: o_proj, down_proj), lt-best (the fastest of "
+                 "cuBLASLt's candidates, bf16 out); comma-separated");
   app.add_option("--ceiling-n", o->ceiling_n,
                  "with --prefill-tokens: size of the cuBLASLt GEMM that sets the ceiling");
   return [o]() -> int {
