@@ -95,6 +95,8 @@ struct CudnnAttention::Impl {
   std::string unavailable, last_error;
   std::map<GraphKey, BuiltGraph> graphs;
   std::list<GraphKey> lru;  // most recently used first
+  // Shapes cuDNN had no plan for, with why: not tried again (every layer asks for the same shape).
+  std::map<GraphKey, std::string> unsupported;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   int built = 0;
@@ -150,6 +152,10 @@ BuiltGraph* CudnnAttention::Impl::graph_for(const GraphKey& k, float scale) {
     lru.splice(lru.begin(), lru, it->second.lru);
     return &it->second;
   }
+  if (const auto bad = unsupported.find(k); bad != unsupported.end()) {
+    last_error = bad->second;
+    return nullptr;
+  }
   BuiltGraph b;
   const auto t0 = std::chrono::steady_clock::now();
   std::string err;
@@ -165,10 +171,16 @@ BuiltGraph* CudnnAttention::Impl::graph_for(const GraphKey& k, float scale) {
                  std::to_string(k.t_kv) + ", heads " + std::to_string(k.heads) + "/" +
                  std::to_string(k.kv_heads) + ", head_dim " + std::to_string(k.head_dim) + ": " +
                  err;
+    unsupported.emplace(k, last_error);
     return nullptr;
   }
   ++built;
   if (graphs.size() >= MAX_CACHED_GRAPHS) {
+    // The least recently used plan goes; work it queued must not outlive it (rare: a sync).
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+      last_error = "cuDNN SDPA: the device failed before a cached plan could be released";
+      return nullptr;
+    }
     graphs.erase(lru.back());
     lru.pop_back();
   }

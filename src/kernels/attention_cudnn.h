@@ -59,7 +59,8 @@ class CudnnAttention {
   //   cudaSuccess;
   //   cudaErrorInvalidValue: bad shape, or a pointer or stride not 16-byte aligned; nothing runs;
   //   cudaErrorNotSupported: cuDNN is unavailable or has no plan for this shape (last_error()
-  //     says why); nothing runs, the caller may take another kernel;
+  //     says why; such a shape is remembered, not tried again); nothing runs, the caller may
+  //     take another kernel;
   //   another error: cuDNN failed while running (last_error()).
   // t_q == 0 is a no-op.
   cudaError_t run(const CudnnAttentionParams& p);
