@@ -6,28 +6,38 @@
 # No Debian package ships a Jinja-compatible C++ engine that renders HF chat templates; this one is
 # maintained for exactly that. Extracts into $MEGAOPS_DEPS_DIR (default build-deps/, ignored by
 # git) and prints the extracted llama.cpp directory. Idempotent: a finished extraction is reused.
+# With --archive: prints the checked source package itself (bench/peers/llama_cpp builds all of
+# llama.cpp from it).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VERSION=0.3.36
 SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 deps="${MEGAOPS_DEPS_DIR:-$root/build-deps}"
 dest="$deps/llama.cpp-$VERSION"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/megaops"
+archive="$cache/llama_cpp_python-$VERSION.tar.gz"
+fetch_archive() {
+  mkdir -p "$cache"
+  if [[ ! -f "$archive" ]] || ! echo "$SHA256  $archive" | sha256sum -c --status; then
+    # --no-binary: the source package is the one that carries llama.cpp's tree.
+    python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" \
+      -d "$cache" >&2
+  fi
+  if ! echo "$SHA256  $archive" | sha256sum -c --status; then
+    echo "fetch_text_deps: $archive: sha256 mismatch (expected $SHA256)" >&2
+    exit 1
+  fi
+}
+if [[ "${1:-}" == --archive ]]; then
+  fetch_archive
+  echo "$archive"
+  exit 0
+fi
 if [[ -f "$dest/.complete" ]]; then
   echo "$dest"
   exit 0
 fi
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/megaops"
-archive="$cache/llama_cpp_python-$VERSION.tar.gz"
-mkdir -p "$cache"
-if [[ ! -f "$archive" ]] || ! echo "$SHA256  $archive" | sha256sum -c --status; then
-  # --no-binary: the source package is the one that carries llama.cpp's tree.
-  python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" \
-    -d "$cache" >&2
-fi
-if ! echo "$SHA256  $archive" | sha256sum -c --status; then
-  echo "fetch_text_deps: $archive: sha256 mismatch (expected $SHA256)" >&2
-  exit 1
-fi
+fetch_archive
 tmp="$deps/.extract-$$"
 rm -rf "$tmp"
 mkdir -p "$tmp"

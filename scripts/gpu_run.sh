@@ -34,6 +34,9 @@ ldd "$BIN/megaops" | grep -E "cublas|not found"
 nccl=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
 [ -n "$nccl" ] && export LD_LIBRARY_PATH="$nccl:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# cuDNN (the cudnn prefill attention's tests) is loaded at run time too: PyTorch's pip copy.
+cudnn=$(python3 -c "import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], 'lib', 'libcudnn.so.9'))" 2>/dev/null)
+[ -n "$cudnn" ] && [ -f "$cudnn" ] && export MEGAOPS_TEST_CUDNN_LIB=${MEGAOPS_TEST_CUDNN_LIB:-$cudnn}
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(tests overlap hf bench)
 status=0

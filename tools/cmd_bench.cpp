@@ -340,6 +340,7 @@ void write_report(const BenchRun& r, const Section& section, const nlohmann::jso
       {"overlap_arithmetic", xo.overlap_conventional_arithmetic ? "conventional" : "v0"},
       {"overlap_vendor_chunks", xo.overlap_vendor_chunks},
       {"prefill_path", first.prefill.path},
+      {"prefill_attention", first.prefill.attention},
       {"max_batch", xo.max_batch},
       {"overlap_regions", regions},
       {"weight_bytes", r.ex.weight_bytes()},
@@ -383,11 +384,14 @@ bool run_section(const BenchRun& r, const Section& section) {
     ex.set_overlap_regions({});
     check_and_set_regions(item.plan, ex);
     ex.set_prefill_path(parse_prefill_path(plan.prefill.path, item.plan.label, "prefill.path"));
+    ex.set_prefill_attention(
+        parse_prefill_attention(plan.prefill.attention, item.plan.label, "prefill.attention"));
     for (int b : item.batches) {
       const std::vector<std::vector<int>> prompts = make_prompts(r.src.cfg, b, o.prompt, o.seed);
       ex.set_backend(backend);
       ex.set_pdl(plan.decode.pdl);
       const Timings t = time_generations(ex, o, prompts);
+      if (r.lead) print_prefill_attention_note(ex);
       if (g_interrupted) return false;
       rows.push_back(report_row(r, show_backend, plan, backend, b, t));
     }

@@ -1,12 +1,13 @@
 // `megaops bench-attention`: causal prefill attention of a model's head configuration, standalone,
-// on the tensor-core kernel (flash) beside the scalar kernel the executor runs today, at several
-// prompt lengths. Prints ms, TFLOP/s (causal FLOPs 4 T^2 H d / 2) and % of the bf16 tensor-core
-// ceiling measured in the same run (a cuBLASLt GEMM 8192^3), the floor (FLOPs at that ceiling) and
-// the two kernels' relative difference; `--json` writes them. With `--paged BLOCK_SIZE` it times
-// decode attention instead, through block tables of that block size against the contiguous
-// cache (kernels/attention_decode_bench.h) at each context and batch: us a launch, GB/s of K and V
-// and % of the HBM read ceiling measured in the same run, and the paged layout's speed as a
-// fraction of the contiguous one's (the serving target: >= 0.95).
+// on the own tensor-core kernel (flash), cuDNN's fused SDPA (cudnn, loaded at run time) and the
+// scalar kernel, at several prompt lengths. Prints ms, TFLOP/s (causal FLOPs 4 T^2 H d / 2) and %
+// of the bf16 tensor-core ceiling measured in the same run (a cuBLASLt GEMM 8192^3), the floor
+// (FLOPs at that ceiling) and each kernel's relative difference to the first; `--json` writes
+// them. A kernel that cannot run a shape (cuDNN unavailable, no plan) is a row saying why. With
+// `--paged BLOCK_SIZE` it times decode attention instead, through block tables of that block size
+// against the contiguous cache (kernels/attention_decode_bench.h) at each context and batch: us a
+// launch, GB/s of K and V and % of the HBM read ceiling measured in the same run, and the paged
+// layout's speed as a fraction of the contiguous one's (the serving target: >= 0.95).
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -30,8 +31,8 @@ namespace megaops::cli {
 namespace {
 
 struct Opts {
-  std::string presets = "llama3.2-1b,llama3.1-8b", tokens = "1024,4096,16384",
-              kernels = "flash,flash-64,flash-128,scalar", json_out;
+  std::string presets = "llama3.2-1b,llama3.1-8b", tokens = "1024,4096,16384,32768",
+              kernels = "flash,cudnn,flash-64,flash-128,scalar", json_out, cudnn_lib;
   int repeats = 5, scalar_repeats = 2, scalar_max_tokens = 16384, ceiling_n = 8192;
   int paged = 0;  // block size of the decode comparison; 0: the prefill table
   std::string decode_contexts = "1024,8192", decode_batches = "1,32";
@@ -125,6 +126,38 @@ int run_paged_decode(const Opts& o, const cudaDeviceProp& prop) {
   return 0;
 }
 #endif
+// One kernel's row on stdout and in the JSON: ms, TFLOP/s, % of the GEMM ceiling; a kernel that
+// could not run the shape says why instead.
+[[maybe_unused]] nlohmann::json report_row(const std::string& preset, const AttentionBenchShape& s,
+                                           const AttentionBenchTime& bt, double ceiling_tflops) {
+  const double flops = attention_causal_flops(s);
+  const double floor_ms = flops / (ceiling_tflops * 1e12) * 1e3;
+  nlohmann::json row = {{"preset", preset},         {"tokens", s.tokens},
+                        {"num_heads", s.num_heads}, {"num_kv_heads", s.num_kv_heads},
+                        {"head_dim", s.head_dim},   {"kernel", bt.kernel},
+                        {"floor_ms", floor_ms}};
+  if (bt.kernel == "cudnn") row["build_ms"] = bt.build_ms;
+  if (!bt.error.empty()) {
+    std::printf("%-12s %6d %3d %3d %4d %-9s not run: %s\n", preset.c_str(), s.tokens, s.num_heads,
+                s.num_kv_heads, s.head_dim, bt.kernel.c_str(), bt.error.c_str());
+    std::fflush(stdout);
+    row["error"] = bt.error;
+    return row;
+  }
+  const double tflops = flops / (bt.median_ms * 1e-3) * 1e-12;
+  std::printf("%-12s %6d %3d %3d %4d %-9s %9.3f %8.1f %6.1f%% %9.3f %9.2g\n", preset.c_str(),
+              s.tokens, s.num_heads, s.num_kv_heads, s.head_dim, bt.kernel.c_str(), bt.median_ms,
+              tflops, 100 * tflops / ceiling_tflops, floor_ms, bt.rel_diff);
+  std::fflush(stdout);
+  row["ms"] = bt.median_ms;
+  row["ms_min"] = bt.min_ms;
+  row["ms_max"] = bt.max_ms;
+  row["tflops"] = tflops;
+  row["pct_ceiling"] = 100 * tflops / ceiling_tflops;
+  row["block_q"] = bt.block_q;
+  row["rel_diff_vs_first"] = bt.rel_diff;
+  return row;
+}
 
 }  // namespace
 
@@ -136,9 +169,12 @@ Runner add_bench_attention(CLI::App& app) {
   app.add_option("--tokens", o->tokens, "prompt lengths (one sequence), comma-separated");
   app.add_option("--kernels", o->kernels,
                  "flash (tensor cores, kernels/attention_prefill.cuh, its default query block), "
-                 "flash-64 / flash-128 (64 / 128 query rows a CTA), scalar (the executor's "
-                 "kernel today); comma-separated; the first is the reference of the difference "
-                 "column");
+                 "flash-64 / flash-128 (64 / 128 query rows a CTA), cudnn (cuDNN's fused SDPA, "
+                 "kernels/attention_cudnn.h), scalar (the first kernel's fallback); "
+                 "comma-separated; the first is the reference of the difference column");
+  app.add_option("--cudnn-lib", o->cudnn_lib,
+                 "the cuDNN library the cudnn kernel loads: a file name or path (default "
+                 "libcudnn.so.9 from the loader's search path)");
   app.add_option("--repeats", o->repeats, "timed launches of the flash kernels (median)");
   app.add_option("--scalar-repeats", o->scalar_repeats,
                  "timed launches of the scalar kernel (slow: ~0.3 s at 16k tokens)");
@@ -162,8 +198,9 @@ Runner add_bench_attention(CLI::App& app) {
     const std::vector<std::string> kernels = split_list(o->kernels);
     for (const std::string& k : kernels)
       if (!attention_bench_kernel_known(k))
-        throw_input_error("--kernels", "",
-                          "expected flash, flash-64, flash-128 or scalar, found '" + k + "'");
+        throw_input_error(
+            "--kernels", "",
+            "expected flash, flash-64, flash-128, scalar or cudnn, found '" + k + "'");
     for (int t : tokens)
       if (t < 1) throw_input_error("--tokens", "", "expected >= 1, found " + std::to_string(t));
     if (o->repeats < 1 || o->scalar_repeats < 1)
@@ -188,6 +225,7 @@ Runner add_bench_attention(CLI::App& app) {
     std::printf("%-12s %6s %3s %3s %4s %-9s %9s %8s %7s %9s %9s\n", "preset", "T", "H", "KV", "d",
                 "kernel", "ms", "TFLOP/s", "%ceil", "floor ms", "rel diff");
     nlohmann::json rows = nlohmann::json::array();
+    AttentionBench bench(o->cudnn_lib);
     for (size_t pi = 0; pi < cfgs.size(); ++pi) {
       const ModelConfig& c = cfgs[pi];
       for (int t : tokens) {
@@ -200,38 +238,19 @@ Runner add_bench_attention(CLI::App& app) {
           reps.push_back(k == "scalar" ? o->scalar_repeats : o->repeats);
         }
         if (ks.empty()) continue;
-        const AttentionBenchResult r = time_prefill_attention(s, ks, reps);
-        const double flops = attention_causal_flops(s);
-        const double floor_ms = flops / (ceiling_tflops * 1e12) * 1e3;
-        for (const AttentionBenchTime& bt : r.times) {
-          const double tflops = flops / (bt.median_ms * 1e-3) * 1e-12;
-          std::printf("%-12s %6d %3d %3d %4d %-9s %9.3f %8.1f %6.1f%% %9.3f %9.2g\n",
-                      presets[pi].c_str(), t, c.num_heads, c.num_kv_heads, c.head_dim,
-                      bt.kernel.c_str(), bt.median_ms, tflops, 100 * tflops / ceiling_tflops,
-                      floor_ms, bt.rel_diff);
-          std::fflush(stdout);
-          rows.push_back({{"preset", presets[pi]},
-                          {"tokens", t},
-                          {"num_heads", c.num_heads},
-                          {"num_kv_heads", c.num_kv_heads},
-                          {"head_dim", c.head_dim},
-                          {"kernel", bt.kernel},
-                          {"ms", bt.median_ms},
-                          {"ms_min", bt.min_ms},
-                          {"ms_max", bt.max_ms},
-                          {"tflops", tflops},
-                          {"pct_ceiling", 100 * tflops / ceiling_tflops},
-                          {"floor_ms", floor_ms},
-                          {"block_q", bt.block_q},
-                          {"rel_diff_vs_first", bt.rel_diff}});
-        }
+        const AttentionBenchResult r = bench.time(s, ks, reps);
+        for (const AttentionBenchTime& bt : r.times)
+          rows.push_back(report_row(presets[pi], s, bt, ceiling_tflops));
       }
     }
+    const std::string cudnn = bench.cudnn_description();
+    if (!cudnn.empty()) std::printf("cudnn: %s\n", cudnn.c_str());
     if (!o->json_out.empty()) {
       nlohmann::json j = bench_document(prop.name, rows);
       j["gemm_ceiling_tflops"] = ceiling_tflops;
       j["gemm_ceiling_n"] = o->ceiling_n;
       j["causal_flops"] = "4 * T^2 * H * d / 2";
+      j["cudnn"] = cudnn;
       write_json(o->json_out, j);
     }
     return 0;

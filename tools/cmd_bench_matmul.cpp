@@ -7,7 +7,7 @@
 // With `--prefill-tokens`, the same matmuls at prefill sizes instead (m = tokens): compute-bound,
 // so TFLOP/s against the bf16 tensor-core ceiling measured in the same run (a cuBLASLt GEMM of
 // `--ceiling-n`^3), on the call the executor makes today and on cuBLASLt with bf16 output (and the
-// residual add fused into the epilogue of o_proj and down_proj).
+// residual add fused into the epilogue of o_proj and down_proj, into bf16 or the fp32 residual).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -78,7 +78,7 @@ struct Shape {
       const double flops = 2.0 * m * sh.n * sh.k;
       const double floor_us = flops / (ceiling_tflops * 1e6);
       for (const std::string& path : paths) {
-        if (path == "lt-residual" && !residual) continue;
+        if ((path == "lt-residual" || path == "lt-f32-residual") && !residual) continue;
         PrefillGemmCase c;
         c.m = m;
         c.n = sh.n;
@@ -127,7 +127,8 @@ Runner add_bench_matmul(CLI::App& app) {
   struct Opts {
     std::string preset = "llama3.1-8b", batches = "1",
                 paths = "small,stream,stream-bulk,cublaslt,cublaslt-tuned", stages = "0", json_out,
-                prefill_tokens, prefill_paths = "executor,lt-bf16,lt-residual,lt-best";
+                prefill_tokens,
+                prefill_paths = "executor,lt-bf16,lt-residual,lt-f32-residual,lt-best";
     int launches = 40, repeats = 5, ceiling_n = 8192;
     bool pdl = false;
   };
@@ -151,9 +152,9 @@ Runner add_bench_matmul(CLI::App& app) {
                  "the tensor-core ceiling instead of the decode table");
   app.add_option("--prefill-paths", o->prefill_paths,
                  "with --prefill-tokens: executor (MatmulContext::run, fp32 out, the prefill "
-                 "step's call), lt-bf16 (cuBLASLt, bf16 out), lt-residual (bf16 out += x w^T, "
-                 "o_proj and down_proj only), lt-best (the fastest of cuBLASLt's candidates, bf16 "
-                 "out); comma-separated");
+                 "step's call), lt-bf16 (cuBLASLt, bf16 out), lt-residual / lt-f32-residual "
+                 "(bf16 / fp32 out += x w^T: o_proj, down_proj), lt-best (the fastest of "
+                 "cuBLASLt's candidates, bf16 out); comma-separated");
   app.add_option("--ceiling-n", o->ceiling_n,
                  "with --prefill-tokens: size of the cuBLASLt GEMM that sets the ceiling");
   return [o]() -> int {

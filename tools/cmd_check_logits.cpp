@@ -120,6 +120,7 @@ int run_check(const Opts& o, PrefillPath prefill_path, PlanChoice plan, const Ch
   ConventionalExecutor ex(ckpt.config(), checkpoint_filler(ckpt), eo);
   check_and_set_regions(plan, ex);
   ex.prefill({ref.prompt});
+  print_prefill_attention_note(ex);
   std::vector<float> ours;
   ours.reserve(ref.logits.size());
   for (size_t s = 0; s < steps; ++s) {

@@ -147,6 +147,7 @@ int run_gpu(const GenerateOpts& o, GenerateState& st, const Checkpoint& ckpt,
   check_and_set_regions(plan, ex);
   start_clock(st);
   int tok = ex.prefill({prompt})[0];
+  if (o.tp.rank <= 0) print_prefill_attention_note(ex);
   for (int step = 0; step < o.max_new_tokens && !g_interrupted; ++step) {
     if (emit(o, st, tok)) break;
     if (o.stop_at_eos && is_eos(ckpt.config(), tok)) {

@@ -23,6 +23,7 @@ const std::pair<const char*, const char*> STEP_FLAGS[] = {
     {"--backend", "decode.backend"},
     {"--pdl", "decode.pdl"},
     {"--prefill", "prefill.path"},
+    {"--prefill-attention", "prefill.attention"},
     {"--overlap-streams", "decode.overlap_streams"},
     {"--streams", "decode.overlap_streams"},
     {"--overlap-pdl-chain", "decode.backend"},
@@ -153,6 +154,11 @@ void check_and_set_regions(const PlanChoice& c, Executor& ex) {
 void warn_if_other_gpu(const Plan& p, const std::string& origin, const Executor& ex) {
   const std::string w = plan_gpu_warning(p, origin, ex.device_name());
   if (!w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+}
+
+void print_prefill_attention_note(Executor& ex) {
+  const std::string note = ex.take_prefill_attention_note();
+  if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
 }
 #endif
 

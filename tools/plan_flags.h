@@ -76,6 +76,9 @@ void check_and_set_regions(const PlanChoice& c, Executor& ex);
 // One warning line on stderr where `p` was made for another GPU than `ex` runs on
 // (plan_gpu_warning).
 void warn_if_other_gpu(const Plan& p, const std::string& origin, const Executor& ex);
+// After a prefill: the executor's prefill-attention note (cuDNN asked for but not run, and why)
+// on stderr, once per executor.
+void print_prefill_attention_note(Executor& ex);
 #endif
 
 }  // namespace megaops::cli

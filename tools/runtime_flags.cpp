@@ -33,6 +33,13 @@ void add_runtime_flags(CLI::App& app, RuntimeFlags& f) {
                  "reduce of tensor parallelism)");
   app.add_option("--tile-wait-max-ns", f.tile_wait_max_ns,
                  "back-off cap of a waiting thread's sleep, 0..1000000 ns (default 64, 0 = spin)");
+  app.add_option("--prefill-attention", f.prefill_attention,
+                 "the layer prefill's attention: flash (default, the own tensor-core kernel) or "
+                 "cudnn (cuDNN's fused SDPA, loaded at run time; falls back to flash, saying so)");
+  app.add_option("--cudnn-lib", f.cudnn_lib,
+                 "the cuDNN library --prefill-attention cudnn loads: a file name or path "
+                 "(default libcudnn.so.9 from the loader's search path), e.g. "
+                 ".../site-packages/nvidia/cudnn/lib/libcudnn.so.9");
 }
 
 #ifdef MEGAOPS_HAVE_CUDA
@@ -56,6 +63,9 @@ void apply_runtime_flags(const RuntimeFlags& f, ExecutorOptions& eo) {
   }
   if (!f.tile_wait_max_ns.empty())
     eo.wait_sleep_max_ns = parse_wait_sleep_max_ns(f.tile_wait_max_ns, "--tile-wait-max-ns");
+  if (!f.prefill_attention.empty())
+    eo.prefill_attention = parse_prefill_attention(f.prefill_attention, "--prefill-attention");
+  eo.cudnn_lib = f.cudnn_lib;
 }
 #endif
 

@@ -1,5 +1,6 @@
 // The command-line flags of the runtime's settings that every command running an executor shares
-// (matmul dispatch, greedy sampling in the LM head, the chain's early trigger, the watchdog): one
+// (matmul dispatch, greedy sampling in the LM head, the chain's early trigger, the watchdog, the
+// prefill attention kernel and the cuDNN library it may load): one
 // place turns them into ExecutorOptions, so nothing in src/ reads the environment.
 #pragma once
 
@@ -22,8 +23,10 @@ struct RuntimeFlags {
   std::string stream_kernel;         // ring | bulk
   bool stream_l2_evict_first = true;
   bool matmul_tune = false;
-  std::string watchdog_ms;       // overlap and peer-reduce waits
-  std::string tile_wait_max_ns;  // back-off cap of every bounded wait
+  std::string watchdog_ms;        // overlap and peer-reduce waits
+  std::string tile_wait_max_ns;   // back-off cap of every bounded wait
+  std::string prefill_attention;  // flash | cudnn
+  std::string cudnn_lib;          // the cuDNN library the cudnn prefill attention loads
 };
 
 void add_runtime_flags(CLI::App& app, RuntimeFlags& f);

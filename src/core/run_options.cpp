@@ -46,4 +46,14 @@ PrefillPath parse_prefill_path(const std::string& text, const std::string& where
       text, where, field, {{"layers", PrefillPath::Layers}, {"graph", PrefillPath::DecodeGraph}});
 }
 
+const char* prefill_attention_name(PrefillAttention a) {
+  return a == PrefillAttention::Cudnn ? "cudnn" : "flash";
+}
+
+PrefillAttention parse_prefill_attention(const std::string& text, const std::string& where,
+                                         const std::string& field) {
+  return parse_choice<PrefillAttention>(
+      text, where, field, {{"flash", PrefillAttention::Flash}, {"cudnn", PrefillAttention::Cudnn}});
+}
+
 }  // namespace megaops

@@ -1,7 +1,7 @@
-// The names of two run options of the executors (runtime/conventional.h): how decode steps run
-// and how prefill runs the prompts. Here, not beside the executor, so the tools parse and check
-// them on any machine (a plan file's "prefill", `generate --prefill` with `--cpu`), with one
-// error text.
+// The names of three run options of the executors (runtime/conventional.h): how decode steps run
+// and how prefill runs the prompts and their attention. Here, not beside the executor, so the tools
+// parse and check them on any machine (a plan file's "prefill", `generate --prefill` with `--cpu`),
+// with one error text.
 #pragma once
 
 #include <string>
@@ -39,5 +39,17 @@ const char* prefill_path_name(PrefillPath p);
 // "layers" or "graph"; otherwise an InputError as parse_backend's.
 PrefillPath parse_prefill_path(const std::string& text, const std::string& where,
                                const std::string& field = "");
+
+// Which kernel runs the layer prefill's causal attention (ExecutorOptions::prefill_attention).
+//   Flash: the own tensor-core kernel (kernels/attention_prefill.cuh), one launch a chunk.
+//   Cudnn: cuDNN's fused SDPA (kernels/attention_cudnn.h), one call per sequence of a chunk, on
+//     the cuDNN library loaded at run time (ExecutorOptions::cudnn_lib); where cuDNN cannot be
+//     loaded or has no plan for a shape, that part runs on Flash and the executor says so once.
+enum class PrefillAttention { Flash, Cudnn };
+
+const char* prefill_attention_name(PrefillAttention a);
+// "flash" or "cudnn"; otherwise an InputError as parse_backend's.
+PrefillAttention parse_prefill_attention(const std::string& text, const std::string& where,
+                                         const std::string& field = "");
 
 }  // namespace megaops

@@ -235,7 +235,7 @@ bool operator==(const Plan& a, const Plan& b) {
         d.folds.silu, d.folds.silu_epilogue_min_inter, d.folds.rope, d.chain_counter_waits,
         d.early_trigger_o_proj, d.greedy_in_lm_head, d.conventional_arithmetic, d.vendor_chunks,
         d.persistent_stages, m.path, m.stream_shapes, m.stream_stages, m.stream_kernel,
-        m.l2_evict_first, m.tune, p.prefill.path, p.prefill.chunk);
+        m.l2_evict_first, m.tune, p.prefill.path, p.prefill.chunk, p.prefill.attention);
   };
   return tie(a) == tie(b);
 }
@@ -284,9 +284,10 @@ Plan parse_plan(const std::string& text, const std::string& origin) {
   }
   if (f.has("decode")) read_decode(f, p.decode);
   if (f.has("prefill")) {
-    const Fields g(f["prefill"], origin, "prefill", {"path", "chunk"});
+    const Fields g(f["prefill"], origin, "prefill", {"path", "chunk", "attention"});
     g.read_choice("path", p.prefill.path, {"layers", "graph"});
     g.read("chunk", p.prefill.chunk, 1, 1 << 20);
+    g.read_choice("attention", p.prefill.attention, {"flash", "cudnn"});
   }
   return p;
 }
@@ -335,6 +336,7 @@ std::string plan_to_json(const Plan& p) {
                    {"tune", d.matmul.tune}}}};
   j["prefill"] = {{"path", p.prefill.path}};
   if (p.prefill.chunk > 0) j["prefill"]["chunk"] = p.prefill.chunk;
+  j["prefill"]["attention"] = p.prefill.attention;
   return j.dump(2);
 }
 
@@ -408,6 +410,7 @@ std::string describe(const Plan& p) {
       break;
   }
   if (p.prefill.path != "layers") s += ", " + p.prefill.path + " prefill";
+  if (p.prefill.attention != "flash") s += ", " + p.prefill.attention + " prefill attention";
   return s;
 }
 

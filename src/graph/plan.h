@@ -81,6 +81,7 @@ struct PlanPrefill {
   // 0: not set, the executor's default (ExecutorOptions::prefill_chunk, capped at the run's
   // context).
   int chunk = 0;
+  std::string attention = "flash";  // flash or cudnn (core/run_options.h, PrefillAttention)
 };
 
 struct Plan {

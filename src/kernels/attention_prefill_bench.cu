@@ -9,8 +9,10 @@
 #include "core/cuda_owners.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/attention_cudnn.h"
 #include "kernels/attention_prefill.cuh"
 #include "kernels/attention_prefill_bench.h"
+#include "kernels/cudnn_library.h"
 #include "kernels/prefill_gemm_bench.h"
 
 namespace megaops {
@@ -31,11 +33,41 @@ void fill(CudaMemory& m, size_t count, uint64_t seed, float lo, float hi) {
   MEGAOPS_CUDA_CHECK(cudaGetLastError());
 }
 
+// ||got - first|| / ||first||; infinite when either holds a NaN (an unwritten element keeps the
+// poison).
+double relative_difference(const std::vector<uint16_t>& first, const std::vector<uint16_t>& got) {
+  double num = 0, den = 0;
+  for (size_t j = 0; j < first.size(); ++j) {
+    const double x = bf16_to_float(first[j]), y = bf16_to_float(got[j]);
+    if (!std::isfinite(x) || !std::isfinite(y)) return INFINITY;
+    num += (y - x) * (y - x);
+    den += x * x;
+  }
+  return std::sqrt(num / (den > 0 ? den : 1e-30));
+}
+
 }  // namespace
 
-AttentionBenchResult time_prefill_attention(const AttentionBenchShape& s,
-                                            const std::vector<std::string>& kernels,
-                                            const std::vector<int>& repeats) {
+struct AttentionBench::Impl {
+  std::string cudnn_lib;
+  std::unique_ptr<CudnnAttention> cudnn;  // on the first cudnn kernel
+};
+
+AttentionBench::AttentionBench(std::string cudnn_lib) : impl_(std::make_unique<Impl>()) {
+  impl_->cudnn_lib = std::move(cudnn_lib);
+}
+AttentionBench::~AttentionBench() = default;
+
+std::string AttentionBench::cudnn_description() const {
+  const CudnnAttention* c = impl_->cudnn.get();
+  if (c == nullptr) return "";
+  if (!c->available()) return c->unavailable_reason();
+  return cudnn_version_text(c->version()) + " (" + c->library_path() + ")";
+}
+
+AttentionBenchResult AttentionBench::time(const AttentionBenchShape& s,
+                                          const std::vector<std::string>& kernels,
+                                          const std::vector<int>& repeats) {
   if (s.tokens < 1 || s.num_heads < 1 || s.num_kv_heads < 1 || s.num_heads % s.num_kv_heads != 0 ||
       s.head_dim < 8 || s.head_dim % 8 != 0)
     throw InputError("bench-attention: bad shape");
@@ -44,8 +76,8 @@ AttentionBenchResult time_prefill_attention(const AttentionBenchShape& s,
   for (const std::string& k : kernels)
     if (!attention_bench_kernel_known(k))
       throw InputError(
-          "bench-attention: kernel: expected flash, flash-64, flash-128 or scalar, found '" + k +
-          "'");
+          "bench-attention: kernel: expected flash, flash-64, flash-128, scalar or cudnn, found '" +
+          k + "'");
   const size_t t = static_cast<size_t>(s.tokens);
   const size_t q_n = t * s.num_heads * s.head_dim, kv_n = t * s.num_kv_heads * s.head_dim;
   CudaMemory q(q_n * 2), k(kv_n * 2), v(kv_n * 2), out(q_n * 2), slots(t * 4), pos(t * 4);
@@ -73,43 +105,67 @@ AttentionBenchResult time_prefill_attention(const AttentionBenchShape& s,
   p.max_seq = s.tokens;
   p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   p.launch = LaunchOptions{stream.s, false};
+  // The same sequence for cuDNN: slot 0's rows are the whole cache.
+  CudnnAttentionParams cp;
+  cp.q = p.q;
+  cp.k = p.k_cache;
+  cp.v = p.v_cache;
+  cp.out = p.out;
+  cp.t_q = cp.t_kv = s.tokens;
+  cp.num_heads = s.num_heads;
+  cp.num_kv_heads = s.num_kv_heads;
+  cp.head_dim = s.head_dim;
+  cp.scale = p.scale;
+  cp.stream = stream.s;
 
   AttentionBenchResult r;
   std::vector<uint16_t> first(q_n), got(q_n);  // the first kernel's output, and the current one's
+  bool have_first = false;
   for (size_t i = 0; i < kernels.size(); ++i) {
-    const bool flash = kernels[i] != "scalar";
-    const int block_q = kernels[i] == "flash-64"    ? 64
-                        : kernels[i] == "flash-128" ? 128
-                        : flash                     ? prefill_attention_flash_block_q(p)
-                                                    : 0;
+    AttentionBenchTime bt;
+    bt.kernel = kernels[i];
+    const bool cudnn = kernels[i] == "cudnn", flash = !cudnn && kernels[i] != "scalar";
+    bt.block_q = kernels[i] == "flash-64"    ? 64
+                 : kernels[i] == "flash-128" ? 128
+                 : flash                     ? prefill_attention_flash_block_q(p)
+                                             : 0;
+    if (cudnn && !impl_->cudnn) impl_->cudnn = std::make_unique<CudnnAttention>(impl_->cudnn_lib);
     auto launch = [&] {
-      MEGAOPS_CUDA_CHECK(flash ? launch_prefill_attention_flash(p, block_q)
+      if (cudnn) {
+        const cudaError_t err = impl_->cudnn->run(cp);
+        if (err != cudaSuccess) throw DeviceError("bench-attention: " + impl_->cudnn->last_error());
+        return;
+      }
+      MEGAOPS_CUDA_CHECK(flash ? launch_prefill_attention_flash(p, bt.block_q)
                                : launch_prefill_attention(p));
     };
     MEGAOPS_CUDA_CHECK(cudaMemsetAsync(out.ptr, 0xff, q_n * 2, stream.s));  // NaN poison
-    launch();                                                               // warm-up
-    MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(stream.s));
-    MEGAOPS_CUDA_CHECK(
-        cudaMemcpy((i == 0 ? first : got).data(), out.ptr, q_n * 2, cudaMemcpyDeviceToHost));
-    // Against the first kernel (0 for itself); infinite when either output holds a NaN (an
-    // unwritten element keeps the poison).
-    double rel_diff = 0;
-    {
-      const std::vector<uint16_t>& b = i == 0 ? first : got;
-      double num = 0, den = 0;
-      for (size_t j = 0; j < q_n; ++j) {
-        const double x = bf16_to_float(first[j]), y = bf16_to_float(b[j]);
-        if (!std::isfinite(x) || !std::isfinite(y)) {
-          num = INFINITY;
-          break;
-        }
-        num += (y - x) * (y - x);
-        den += x * x;
+    if (cudnn) {
+      // The warm-up builds the shape's graph: timed apart, and a shape cuDNN cannot run is a row
+      // with its reason, not an abort.
+      const double built_before = impl_->cudnn->build_ms();
+      const cudaError_t err = impl_->cudnn->run(cp);
+      bt.build_ms = impl_->cudnn->build_ms() - built_before;
+      if (err == cudaErrorNotSupported) {
+        bt.error = impl_->cudnn->last_error();
+        r.times.push_back(bt);
+        continue;
       }
-      rel_diff = std::sqrt(num / (den > 0 ? den : 1e-30));
+      if (err != cudaSuccess) throw DeviceError("bench-attention: " + impl_->cudnn->last_error());
+    } else {
+      launch();  // warm-up
     }
+    MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(stream.s));
+    // The first kernel that ran is the reference (its difference: 0, or infinite with a NaN).
+    std::vector<uint16_t>& mine = have_first ? got : first;
+    MEGAOPS_CUDA_CHECK(cudaMemcpy(mine.data(), out.ptr, q_n * 2, cudaMemcpyDeviceToHost));
+    have_first = true;
+    bt.rel_diff = relative_difference(first, mine);
     const std::vector<float> ms = timed_runs_ms(stream.s, repeats[i], launch);
-    r.times.push_back({kernels[i], block_q, ms[ms.size() / 2], ms.front(), ms.back(), rel_diff});
+    bt.median_ms = ms[ms.size() / 2];
+    bt.min_ms = ms.front();
+    bt.max_ms = ms.back();
+    r.times.push_back(bt);
   }
   return r;
 }

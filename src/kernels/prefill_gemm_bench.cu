@@ -25,8 +25,9 @@ __global__ void prefill_gemm_fill_kernel(uint16_t* p, size_t count, uint64_t see
 
 constexpr size_t WORKSPACE_BYTES = size_t{32} << 20;  // as MatmulContext's
 
-// One cuBLASLt problem y[m, n] (bf16, column-major n x m: our row-major [m, n]) = w^T-op . x,
-// beta 0 or 1; descriptors and the heuristic's first algorithm, owned for the timing loop.
+// One cuBLASLt problem y[m, n] (bf16 or fp32 `y_type`, column-major n x m: our row-major [m, n])
+// = w^T-op . x, beta 0 or 1; descriptors and the heuristic's first algorithm, owned for the
+// timing loop.
 struct LtPrefillGemm {
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulDesc_t op = nullptr;
@@ -34,7 +35,7 @@ struct LtPrefillGemm {
   cublasLtMatmulPreference_t pref = nullptr;
   std::vector<cublasLtMatmulAlgo_t> algos;  // the heuristic's answers, best guess first
   cublasLtMatmulAlgo_t algo = {};           // the one run() uses
-  LtPrefillGemm(int m, int n, int k, int candidates) {
+  LtPrefillGemm(int m, int n, int k, int candidates, cudaDataType_t y_type) {
     MEGAOPS_CUBLAS_CHECK(cublasLtCreate(&handle));
     MEGAOPS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -44,7 +45,7 @@ struct LtPrefillGemm {
         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     MEGAOPS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, n, k));
     MEGAOPS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, m, k));
-    MEGAOPS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, n, m, n));
+    MEGAOPS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, y_type, n, m, n));
     MEGAOPS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = WORKSPACE_BYTES;
     MEGAOPS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -90,8 +91,9 @@ PrefillGemmTime time_prefill_gemm(const PrefillGemmCase& c) {
   CudaMemory w(w_elems * 2), x(x_elems * 2), y(y_elems * 4), ws(WORKSPACE_BYTES);
   prefill_gemm_fill_kernel<<<1024, 256>>>(static_cast<uint16_t*>(w.ptr), w_elems, 4321);
   prefill_gemm_fill_kernel<<<1024, 256>>>(static_cast<uint16_t*>(x.ptr), x_elems, 99);
-  // The residual the lt-residual path adds to (bf16, in place).
-  prefill_gemm_fill_kernel<<<1024, 256>>>(static_cast<uint16_t*>(y.ptr), y_elems, 5);
+  // The residual the lt-residual paths add to, in place: bf16 values in every 16-bit half (read
+  // as fp32 by lt-f32-residual: finite values of the same magnitude).
+  prefill_gemm_fill_kernel<<<1024, 256>>>(static_cast<uint16_t*>(y.ptr), 2 * y_elems, 5);
   MEGAOPS_CUDA_CHECK(cudaGetLastError());
   MEGAOPS_CUDA_CHECK(cudaDeviceSynchronize());
   CudaStream stream;
@@ -107,8 +109,9 @@ PrefillGemmTime time_prefill_gemm(const PrefillGemmCase& c) {
     MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(stream.s));
     ms = timed_runs_ms(stream.s, c.repeats, [&] { MEGAOPS_CUDA_CHECK(ctx.run(p)); });
   } else {
-    LtPrefillGemm g(c.m, c.n, c.k, c.path == "lt-best" ? PREFILL_GEMM_CANDIDATES : 1);
-    const float beta = c.path == "lt-residual" ? 1.f : 0.f;
+    LtPrefillGemm g(c.m, c.n, c.k, c.path == "lt-best" ? PREFILL_GEMM_CANDIDATES : 1,
+                    c.path == "lt-f32-residual" ? CUDA_R_32F : CUDA_R_16BF);
+    const float beta = c.path == "lt-residual" || c.path == "lt-f32-residual" ? 1.f : 0.f;
     if (g.algos.size() > 1) {
       float best_ms = INFINITY;
       for (size_t i = 0; i < g.algos.size(); ++i) {

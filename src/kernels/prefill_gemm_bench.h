@@ -15,11 +15,13 @@ namespace megaops {
 //   lt-bf16:  cuBLASLt, bf16 y;
 //   lt-residual: cuBLASLt, bf16 y = x w^T + y (beta = 1 in place: the residual add fused into
 //             the epilogue, for o_proj and down_proj, which then need no separate add pass);
+//   lt-f32-residual: as lt-residual into an fp32 y, the executor's residual stream (o_proj and
+//             down_proj would then write no fp32 delta for the next norm to read and add);
 //   lt-best:  as lt-bf16 with the fastest of the heuristic's first PREFILL_GEMM_CANDIDATES
 //             algorithms (each timed, 3 runs), so the table says whether its first answer is
 //             already the best cuBLASLt has.
 inline constexpr const char* PREFILL_GEMM_PATHS[] = {"executor", "lt-bf16", "lt-residual",
-                                                     "lt-best"};
+                                                     "lt-f32-residual", "lt-best"};
 inline constexpr int PREFILL_GEMM_CANDIDATES = 8;
 // "executor, lt-bf16, ... or lt-best", for error messages.
 inline std::string prefill_gemm_paths_text() {

@@ -59,6 +59,16 @@ void ConventionalExecutor::set_prefill_path(PrefillPath path) {
                       "the decode-graph prefill does not run with tensor parallelism yet");
   impl_->opt.prefill_path = path;
 }
+void ConventionalExecutor::set_prefill_attention(PrefillAttention attention) {
+  impl_->opt.prefill_attention = attention;
+}
+std::string ConventionalExecutor::take_prefill_attention_note() {
+  ExecutorCore& s = *impl_;
+  if (s.cudnn_fallback.empty() || s.cudnn_fallback_told) return "";
+  s.cudnn_fallback_told = true;
+  return "prefill attention: cuDNN did not run (" + s.cudnn_fallback +
+         "); the tensor-core kernel ran instead";
+}
 void ConventionalExecutor::set_backend(DecodeBackend backend) {
   if (backend == DecodeBackend::Overlap) impl_->setup_overlap();
   impl_->opt.backend = backend;

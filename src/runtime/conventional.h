@@ -36,6 +36,8 @@ class ConventionalExecutor final : public Executor {
   std::vector<OpTime> profile_decode_steps(int steps) override;
   void set_pdl(bool pdl) override;
   void set_prefill_path(PrefillPath path) override;
+  void set_prefill_attention(PrefillAttention attention) override;
+  std::string take_prefill_attention_note() override;
   void set_backend(DecodeBackend backend) override;
   void set_overlap_delay(uint32_t max_ns, uint64_t seed) override;
   void set_overlap_regions(const std::vector<ExecutorOptions::OverlapRegion>& regions) override;

@@ -8,6 +8,7 @@
 // tensor parallelism the O and down projections' partial sums are reduced over the ranks (tp.cu).
 #include <algorithm>
 
+#include "kernels/attention_cudnn.h"
 #include "kernels/attention_prefill.cuh"
 #include "kernels/silu_mul.cuh"
 #include "kernels/tp_reduce.cuh"
@@ -121,6 +122,10 @@ void ExecutorCore::run_op(const OpGraph& g, size_t i, StepWalk& w) {
       ap.positions = w.pos;
       ap.t = t;
       ap.launch = launch(pdl);
+      if (opt.prefill_attention == PrefillAttention::Cudnn && w.host_pos != nullptr) {
+        prefill_attention_cudnn(ap, w, name);
+        return;
+      }
       // The tensor-core kernel (online softmax); head dims it does not take go to the scalar one.
       check(launch_prefill_attention_flash(ap), name);
       return;
@@ -178,6 +183,57 @@ void ExecutorCore::run_op(const OpGraph& g, size_t i, StepWalk& w) {
     }
   }
   throw Error(std::string("internal: the conventional step cannot run op ") + name);
+}
+
+void ExecutorCore::prefill_attention_cudnn(const PrefillAttentionParams& ap, const StepWalk& w,
+                                           const char* op) {
+  if (!cudnn) cudnn = std::make_unique<CudnnAttention>(opt.cudnn_lib);
+  auto fall_back = [&](const std::string& why) {
+    if (cudnn_fallback.empty()) cudnn_fallback = why;
+  };
+  if (!cudnn->available()) {
+    fall_back(cudnn->unavailable_reason());
+    check(launch_prefill_attention_flash(ap), op);
+    return;
+  }
+  const size_t token = static_cast<size_t>(ap.num_heads) * ap.head_dim;
+  const size_t kv_row = static_cast<size_t>(ap.num_kv_heads) * ap.head_dim;
+  for (int a = 0; a < ap.t;) {
+    // Rows [a, b): one sequence's consecutive positions; its keys are its slot's rows [0, last].
+    int b = a + 1;
+    while (b < ap.t && w.host_slots[b] == w.host_slots[a] && w.host_pos[b] == w.host_pos[b - 1] + 1)
+      ++b;
+    const size_t slot0 = static_cast<size_t>(w.host_slots[a]) * ap.max_seq * kv_row;
+    CudnnAttentionParams cp;
+    cp.q = ap.q + a * token;
+    cp.k = ap.k_cache + slot0;
+    cp.v = ap.v_cache + slot0;
+    cp.out = ap.out + a * token;
+    cp.t_q = b - a;
+    cp.t_kv = w.host_pos[b - 1] + 1;
+    cp.num_heads = ap.num_heads;
+    cp.num_kv_heads = ap.num_kv_heads;
+    cp.head_dim = ap.head_dim;
+    cp.scale = ap.scale;
+    cp.stream = ap.launch.stream;
+    const cudaError_t err = cudnn->run(cp);
+    if (err == cudaErrorNotSupported) {
+      // This sequence on the tensor-core kernel: the same params, offset to its rows.
+      fall_back(cudnn->last_error());
+      PrefillAttentionParams seg = ap;
+      seg.q += a * token;
+      seg.slots += a;
+      seg.positions += a;
+      seg.out += a * token;
+      seg.t = b - a;
+      const cudaError_t e = launch_prefill_attention_flash(seg);
+      if (e != cudaSuccess) throw DeviceError(std::string(op) + ": " + cudaGetErrorString(e));
+    } else if (err != cudaSuccess) {
+      throw DeviceError(std::string(op) + ": " + cudnn->last_error());
+    }
+    a = b;
+  }
+  check(cudaSuccess, op);  // profiling and debug_sync, once for the op
 }
 
 void ExecutorCore::run_ops(const OpGraph& g, size_t first, size_t end, StepWalk& w) {
@@ -252,6 +308,8 @@ void ExecutorCore::prefill_layers(const std::vector<int32_t>& ids, const std::ve
     w.ids = tok_ids;
     w.pos = tok_pos;
     w.slots = tok_slot;
+    w.host_pos = pos.data() + c0;
+    w.host_slots = slot.data() + c0;
     run_ops(g, 0, head, w);
     for (int i = c0; i < c0 + t; ++i) {
       const bool last = i + 1 == total || slot[i + 1] != slot[i];

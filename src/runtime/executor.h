@@ -73,6 +73,12 @@ class Executor {
   virtual void set_pdl(bool pdl) = 0;
   // Switches how later prefills run (ExecutorOptions::prefill_path).
   virtual void set_prefill_path(PrefillPath path) = 0;
+  // Switches the layer prefill's attention kernel (ExecutorOptions::prefill_attention).
+  virtual void set_prefill_attention(PrefillAttention attention) = 0;
+  // Why the prefills so far ran some attention on the tensor-core kernel although
+  // PrefillAttention::Cudnn was asked for (cuDNN not loadable, no plan for a shape): one line,
+  // handed out once per executor (later calls return ""); "" when nothing fell back.
+  virtual std::string take_prefill_attention_note() = 0;
   // Switches the decode backend for subsequent steps (the overlap state is set up on first use).
   virtual void set_backend(DecodeBackend backend) = 0;
   // Changes the injected overlap delays (tests); drops the cached overlap graphs.

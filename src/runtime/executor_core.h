@@ -50,6 +50,7 @@ struct LayerWeights {
 struct OverlapState;
 struct OverlapOp;
 struct PeerReduce;
+class CudnnAttention;
 
 struct OpTimeKey {
   std::string op;
@@ -65,6 +66,10 @@ struct StepWalk {
   const int32_t* pos = nullptr;
   const int32_t* slots = nullptr;
   const int32_t* ctx = nullptr;
+  // Prefill chunks: host copies of pos and slots (the layer prefill's rows), from which the
+  // cuDNN attention path finds each sequence's rows; null in decode steps.
+  const int32_t* host_pos = nullptr;
+  const int32_t* host_slots = nullptr;
   bool decode = false;  // decode step (the peer reduction applies) or prefill chunk
   bool pdl = false;
   const bf16* head_in = nullptr;
@@ -181,6 +186,12 @@ struct ExecutorCore {
   bool capturing = false;
   std::unique_ptr<OverlapState> ovl;
 
+  // PrefillAttention::Cudnn (created on first use; conventional_step.cu): cuDNN's SDPA, and why
+  // it could not run some attention (the first reason; prefill_attention_note hands it out once).
+  std::unique_ptr<CudnnAttention> cudnn;
+  std::string cudnn_fallback;
+  bool cudnn_fallback_told = false;
+
   // Profiling (see profile_decode_steps): an event recorded after every op.
   bool profiling = false;
   int current_layer = -1;
@@ -266,6 +277,10 @@ struct ExecutorCore {
   unsigned long long* greedy_epilogue(const MatmulParams& p) const;
   bool greedy_epilogue_allowed() const;
   void record_decode_step(int b, bool pdl);
+  // A prefill chunk's attention (ap: the whole chunk) on cuDNN's SDPA, one call per sequence
+  // (rows of one slot at consecutive positions, from w's host copies); what cuDNN cannot run goes
+  // to the tensor-core kernel, and the first reason into cudnn_fallback.
+  void prefill_attention_cudnn(const PrefillAttentionParams& ap, const StepWalk& w, const char* op);
   // PrefillPath::Layers: the flattened prompts (ids, pos, slot of B sequences) through the
   // prefill kernels in chunks of prefill_chunk rows, then the LM head and sampler on each
   // sequence's last row. Leaves each sequence's first token in dec_tokens[b] and its logits in

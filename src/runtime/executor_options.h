@@ -40,7 +40,13 @@ struct ExecutorOptions {
   int decode_attention_splits = 0;
   int decode_attention_per_head = -1;
   PrefillPath prefill_path = PrefillPath::Layers;  // DecodeGraph: not with tensor parallelism
-  bool pdl = false;                                // programmatic dependent launch for decode steps
+  // The layer prefill's attention kernel (core/run_options.h). Flash stays the default until
+  // cuDNN's SDPA is measured faster in situ (`megaops bench-attention` times both).
+  PrefillAttention prefill_attention = PrefillAttention::Flash;
+  // The cuDNN library PrefillAttention::Cudnn loads (a file name or path; empty: libcudnn.so.9
+  // from the loader's search path). The CLI's --cudnn-lib sets it.
+  std::string cudnn_lib;
+  bool pdl = false;         // programmatic dependent launch for decode steps
   bool debug_sync = false;  // synchronise and check after every op (localises failures)
   // Greedy by default (temperature 0), as `generate` and `bench` run unless told otherwise.
   SamplingParams sampling{0.0f, 0, 1.0f, 0};

@@ -52,6 +52,8 @@ void apply_plan(const Plan& plan, ExecutorOptions& eo) {
   m.tune = d.matmul.tune;
   eo.prefill_path = parse_prefill_path(plan.prefill.path, "plan", "prefill.path");
   eo.prefill_chunk = plan.prefill.chunk > 0 ? plan.prefill.chunk : ExecutorOptions{}.prefill_chunk;
+  eo.prefill_attention =
+      parse_prefill_attention(plan.prefill.attention, "plan", "prefill.attention");
 }
 
 Plan plan_from_options(const ExecutorOptions& eo) {
@@ -101,6 +103,8 @@ Plan plan_from_options(const ExecutorOptions& eo) {
   p.prefill.path = prefill_path_name(eo.prefill_path);
   // The executor's default chunk is the plan's unset one.
   p.prefill.chunk = eo.prefill_chunk == ExecutorOptions{}.prefill_chunk ? 0 : eo.prefill_chunk;
+  eo.prefill_attention =
+      parse_prefill_attention(plan.prefill.attention, "plan", "prefill.attention");
   return p;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/parallel.h"
 #include "graph/tensor_parallel.h"
+#include "kernels/attention_cudnn.h"
 #include "runtime/executor_core.h"
 #include "runtime/overlap.h"
 #include "runtime/tp.h"

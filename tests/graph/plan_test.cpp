@@ -40,7 +40,7 @@ Plan unusual_plan() {
   d.conventional_arithmetic = false;
   d.vendor_chunks = 4;
   d.matmul = {"stream-for-small", {{4096, 4096}, {128256, 2048}}, 4, "ring", false, true};
-  p.prefill = {"graph", 512};
+  p.prefill = {"graph", 512, "cudnn"};
   return p;
 }
 
@@ -95,6 +95,7 @@ TEST(Plan, MinimalTakesTheDefaults) {
   EXPECT_EQ(p.decode.overlap_streams, 3);
   EXPECT_EQ(p.decode.folds.silu_epilogue_min_inter, 8192);
   EXPECT_EQ(p.prefill.path, "layers");
+  EXPECT_EQ(p.prefill.attention, "flash");
   // The chain's one stream is implied.
   const Plan c = parse_plan(
       R"({"format": "megaops-plan", "version": 1, "decode": {"backend": "pdl_chain"}})", "c.json");
@@ -139,6 +140,9 @@ TEST(Plan, DescribesInOneShortLine) {
   p.decode.folds.rope = false;
   p.prefill.path = "graph";
   EXPECT_EQ(describe(p), "pdl chain, no folds, counter waits, graph prefill");
+  p.prefill.attention = "cudnn";
+  EXPECT_EQ(describe(p),
+            "pdl chain, no folds, counter waits, graph prefill, cudnn prefill attention");
 }
 
 struct BadPlan {
@@ -217,6 +221,8 @@ TEST(Plan, EveryErrorNamesTheFileAndTheField) {
        {"prefill.path: expected layers or graph, found \"decode\""}},
       {with(R"("prefill": {"chunk": 0})"), {"prefill.chunk: expected 1..1048576, found 0"}},
       {with(R"("prefill": {"chunks": 8})"), {"prefill.chunks: unknown key"}},
+      {with(R"("prefill": {"attention": "sdpa"})"),
+       {"prefill.attention: expected flash or cudnn, found \"sdpa\""}},
   };
   for (const BadPlan& c : cases) {
     try {

@@ -283,6 +283,14 @@ TEST(CliBadPlan, OneErrorLineNamingFileAndField) {
        "--matmul-path small",
        {"--matmul-path: cannot be combined with --plan (set decode.matmul.path"}},
       {"PlanWithCpu", ok, "--cpu", {"--plan: cannot be combined with --cpu"}},
+      {"UnknownPrefillAttention",
+       R"({"format": "megaops-plan", "version": 1, "prefill": {"attention": "sdpa"}})",
+       "",
+       {plan, "prefill.attention: expected flash or cudnn, found \"sdpa\""}},
+      {"PlanWithPrefillAttention",
+       ok,
+       "--prefill-attention cudnn",
+       {"--prefill-attention: cannot be combined with --plan (set prefill.attention"}},
   };
   for (const BadPlanCase& c : cases) {
     fs::remove(plan);
