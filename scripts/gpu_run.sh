@@ -102,25 +102,29 @@ if want persistent; then
     --gtest_output=json:"$OUT/persistent_tests.json" >"$OUT/persistent_tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran|watchdog" "$OUT/persistent_tests.log" | tail -40
   # The chain against the chain with persistent regions (scripts/persistent_plans.py), batch 1,
-  # plans alternated over two rounds on one executor per round; PERSISTENT_STAGES: ring depths.
+  # plans alternated over two rounds on one executor per round; PERSISTENT_STAGES: ring depths,
+  # PERSISTENT_CTAS: CTAs an SM (0: the default).
   for preset in ${PERSISTENT_PRESETS:-qwen3-0.6b llama3.2-1b llama3.1-8b qwen3-8b}; do
     case $preset in
       qwen3-0.6b) layers=28 ;; llama3.2-1b) layers=16 ;; llama3.1-8b) layers=32 ;;
       qwen3-8b) layers=36 ;; *) layers=${PERSISTENT_LAYERS:-2} ;;
     esac
     for stages in ${PERSISTENT_STAGES:-0}; do
-      plans="$OUT/plans_${preset}_s$stages"
-      python3 scripts/persistent_plans.py "$plans" "$layers" --stages "$stages" --model "$preset"
+     for ctas in ${PERSISTENT_CTAS:-0}; do
+      plans="$OUT/plans_${preset}_s${stages}_c$ctas"
+      python3 scripts/persistent_plans.py "$plans" "$layers" --stages "$stages" --ctas "$ctas" \
+        --model "$preset"
       for round in 1 2; do
         order="chain whole layers mlp"
         [ $round = 2 ] && order="mlp layers whole chain"
         args=()
         for p in $order; do args+=(--plan "$plans/$p.json"); done
-        log "bench persistent: $preset stages $stages round $round"
+        log "bench persistent: $preset stages $stages CTAs an SM $ctas round $round"
         timeout -k 5 ${PERSISTENT_BENCH_LIMIT:-240} "$BIN/megaops" bench --preset "$preset" \
           --batch 1 --prompt 32 --gen 128 --repeats 3 "${args[@]}" \
-          --json "$OUT/persistent_${preset}_s${stages}_r$round" || status=1
+          --json "$OUT/persistent_${preset}_s${stages}_c${ctas}_r$round" || status=1
       done
+     done
     done
   done
 fi

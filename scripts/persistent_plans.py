@@ -3,7 +3,7 @@
 PDL chain (batch 1's default), the chain with the whole step but step_advance as one persistent
 region, with one persistent region per layer, and with each layer's MLP half persistent.
 
-    scripts/persistent_plans.py OUT_DIR LAYERS [--stages N] [--model PRESET]
+    scripts/persistent_plans.py OUT_DIR LAYERS [--stages N] [--ctas N] [--model PRESET]
 
 `selftest` checks the plans' shapes without writing files."""
 import json
@@ -11,9 +11,10 @@ import os
 import sys
 
 
-def plans(layers, stages=0, model=""):
+def plans(layers, stages=0, model="", ctas=0):
     def plan(regions):
-        d = {"backend": "pdl_chain", "overlap_streams": 1, "persistent_stages": stages}
+        d = {"backend": "pdl_chain", "overlap_streams": 1, "persistent_stages": stages,
+             "persistent_ctas_per_sm": ctas}
         if regions:
             d["regions"] = [{"first_op": op, "backend": b} for op, b in regions]
         return {"format": "megaops-plan", "version": 1, "model": model, "batch": 1, "decode": d}
@@ -50,8 +51,9 @@ def main(argv):
     out, layers = argv[1], int(argv[2])
     stages = int(argv[argv.index("--stages") + 1]) if "--stages" in argv else 0
     model = argv[argv.index("--model") + 1] if "--model" in argv else ""
+    ctas = int(argv[argv.index("--ctas") + 1]) if "--ctas" in argv else 0
     os.makedirs(out, exist_ok=True)
-    for name, p in plans(layers, stages, model).items():
+    for name, p in plans(layers, stages, model, ctas).items():
         with open(os.path.join(out, f"{name}.json"), "w") as f:
             json.dump(p, f, indent=1)
     return 0

@@ -87,6 +87,7 @@ Plan build_part(const Plan& p, bool overlap) {
     d.conventional_arithmetic = p.decode.conventional_arithmetic;
     d.vendor_chunks = p.decode.vendor_chunks;
     d.persistent_stages = p.decode.persistent_stages;
+    d.persistent_ctas_per_sm = p.decode.persistent_ctas_per_sm;
   }
   return k;
 }

@@ -139,7 +139,8 @@ void read_decode(const Fields& top, PlanDecode& d) {
   const Fields f(top["decode"], top.origin(), "decode",
                  {"backend", "pdl", "overlap_streams", "regions", "sharing", "folds",
                   "chain_counter_waits", "early_trigger_o_proj", "greedy_in_lm_head",
-                  "conventional_arithmetic", "vendor_chunks", "persistent_stages", "matmul"});
+                  "conventional_arithmetic", "vendor_chunks", "persistent_stages",
+                  "persistent_ctas_per_sm", "matmul"});
   std::string backend = plan_backend_name(d.backend);
   f.read_choice("backend", backend, {"conventional", "pdl_chain", "overlap"});
   d.backend = backend_of(backend);
@@ -204,6 +205,7 @@ void read_decode(const Fields& top, PlanDecode& d) {
   f.read("persistent_stages", d.persistent_stages, 0, 16);
   if (d.persistent_stages == 1)
     f.fail(f.at("persistent_stages"), "expected 0 (the deepest ring that fits) or 2..16, found 1");
+  f.read("persistent_ctas_per_sm", d.persistent_ctas_per_sm, 0, 3);
   if (f.has("matmul")) read_matmul(f, d.matmul);
 }
 
@@ -234,7 +236,7 @@ bool operator==(const Plan& a, const Plan& b) {
         d.overlap_streams, regions(d), d.sharing.policy, d.sharing.split, d.folds.norms,
         d.folds.silu, d.folds.silu_epilogue_min_inter, d.folds.rope, d.chain_counter_waits,
         d.early_trigger_o_proj, d.greedy_in_lm_head, d.conventional_arithmetic, d.vendor_chunks,
-        d.persistent_stages, m.path, m.stream_shapes, m.stream_stages, m.stream_kernel,
+        d.persistent_stages, d.persistent_ctas_per_sm, m.path, m.stream_shapes, m.stream_stages, m.stream_kernel,
         m.l2_evict_first, m.tune, p.prefill.path, p.prefill.chunk, p.prefill.attention);
   };
   return tie(a) == tie(b);
@@ -327,6 +329,7 @@ std::string plan_to_json(const Plan& p) {
                  {"conventional_arithmetic", d.conventional_arithmetic},
                  {"vendor_chunks", d.vendor_chunks},
                  {"persistent_stages", d.persistent_stages},
+                 {"persistent_ctas_per_sm", d.persistent_ctas_per_sm},
                  {"matmul",
                   {{"path", d.matmul.path},
                    {"stream_shapes", shapes},

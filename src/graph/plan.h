@@ -72,6 +72,7 @@ struct PlanDecode {
   bool conventional_arithmetic = true;
   int vendor_chunks = 1;      // 1..64
   int persistent_stages = 0;  // persistent regions' weight ring: 0 (deepest that fits) or 2..16
+  int persistent_ctas_per_sm = 0;  // persistent regions' CTAs an SM: 0 (the default) or 1..3
   PlanMatmul matmul;
 };
 

@@ -14,6 +14,8 @@
 // same on every thread. The arithmetic (x prologues, the stage's FMAs, the row block's sums and
 // epilogues) is the streaming kernel's own functions, so a row's bits do not depend on which CTA
 // or task computes it.
+#include <algorithm>
+
 #include "kernels/attention_decode_fast.cuh"
 #include "kernels/embedding_row.cuh"
 #include "kernels/greedy_key.cuh"
@@ -209,7 +211,9 @@ __device__ __forceinline__ void region_silu_mul(const SiluMulParams& p, int tile
 }
 
 // The attention's query head `tile`: the per-query-head launch's CTAs (row, split) of the head.
-__device__ __forceinline__ void region_attention(const RegionOp& op, int tile,
+// Out of line: it takes the registers it needs (its fold variants the most of any task) without
+// pressing on the matmul's, which at two CTAs an SM otherwise spill.
+__device__ __noinline__ void region_attention(const RegionOp& op, int tile,
                                                  unsigned char* smem) {
   const DecodeAttentionParams& p = op.attn;
   for (int bi = 0; bi < p.b; ++bi)
@@ -304,8 +308,8 @@ __device__ __forceinline__ void persistent_region_body(const PersistentRegionPar
 
 #endif  // MEGAOPS_STREAM_BULK
 
-template <int M>
-__global__ void __launch_bounds__(REGION_THREADS, 1)
+template <int M, int MIN_BLOCKS>
+__global__ void __launch_bounds__(REGION_THREADS, MIN_BLOCKS)
     persistent_region_kernel(const PersistentRegionParams p) {
 #ifdef MEGAOPS_STREAM_BULK
   extern __shared__ __align__(16) uint8_t region_window[];
@@ -317,8 +321,14 @@ __global__ void __launch_bounds__(REGION_THREADS, 1)
 
 using RegionKernel = void (*)(const PersistentRegionParams);
 
-RegionKernel region_kernel(int m) {
-  return m <= 1 ? persistent_region_kernel<1> : persistent_region_kernel<2>;
+// The instantiation of a layout: its rows and the registers its CTAs an SM leave each.
+RegionKernel region_kernel(const RegionSmem& s) {
+  static const RegionKernel table[2][REGION_MAX_CTAS_PER_SM] = {
+      {persistent_region_kernel<1, 1>, persistent_region_kernel<1, 2>,
+       persistent_region_kernel<1, 3>},
+      {persistent_region_kernel<2, 1>, persistent_region_kernel<2, 2>,
+       persistent_region_kernel<2, 3>}};
+  return table[s.m <= 1 ? 0 : 1][std::clamp(s.ctas_per_sm, 1, REGION_MAX_CTAS_PER_SM) - 1];
 }
 
 int align_up(int v, int a) {
@@ -329,8 +339,10 @@ int align_up(int v, int a) {
 
 namespace {
 
-cudaError_t region_smem_layout_for(const RegionOp* ops, int n_ops, int stages, RegionSmem* out) {
+cudaError_t region_smem_layout_for(const RegionOp* ops, int n_ops, int stages, int ctas_per_sm,
+                                   RegionSmem* out) {
   RegionSmem s;
+  s.ctas_per_sm = ctas_per_sm;
   s.stages = stages;
   s.m = 0;
   for (int i = 0; i < n_ops; ++i) {
@@ -360,24 +372,33 @@ cudaError_t region_smem_layout_for(const RegionOp* ops, int n_ops, int stages, R
 
 }  // namespace
 
-cudaError_t region_smem_layout(const RegionOp* ops, int n_ops, int stages, RegionSmem* out) {
-  if (stages != 0) return region_smem_layout_for(ops, n_ops, stages, out);
-  // The deepest ring that fits the device's shared memory beside the kernel's static shared
-  // memory, up to REGION_AUTO_STAGES.
-  int optin = 0;
+cudaError_t region_smem_layout(const RegionOp* ops, int n_ops, int stages, int ctas_per_sm,
+                               RegionSmem* out) {
+  if (ctas_per_sm < 1 || ctas_per_sm > REGION_MAX_CTAS_PER_SM) return cudaErrorInvalidValue;
+  if (stages != 0) return region_smem_layout_for(ops, n_ops, stages, ctas_per_sm, out);
+  // The deepest ring up to REGION_AUTO_STAGES with which ctas_per_sm CTAs fit an SM: each its
+  // dynamic and static shared memory and the 1 KB the device reserves a block, within the opt-in
+  // limit of one block.
+  int optin = 0, per_sm = 0;
   if (const cudaError_t err =
           current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, &optin);
       err != cudaSuccess)
     return err;
+  if (const cudaError_t err =
+          current_device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, &per_sm);
+      err != cudaSuccess)
+    return err;
+  const int budget = std::min(optin, per_sm / ctas_per_sm - 1024);
   for (int s = REGION_AUTO_STAGES; s >= ST_MIN_STAGES; --s) {
     RegionSmem l;
-    if (const cudaError_t err = region_smem_layout_for(ops, n_ops, s, &l); err != cudaSuccess)
-      return err;
-    cudaFuncAttributes attr;
-    if (const cudaError_t err = cudaFuncGetAttributes(&attr, region_kernel(l.m));
+    if (const cudaError_t err = region_smem_layout_for(ops, n_ops, s, ctas_per_sm, &l);
         err != cudaSuccess)
       return err;
-    if (l.total + static_cast<int>(attr.sharedSizeBytes) <= optin) {
+    cudaFuncAttributes attr;
+    if (const cudaError_t err = cudaFuncGetAttributes(&attr, region_kernel(l));
+        err != cudaSuccess)
+      return err;
+    if (l.total + static_cast<int>(attr.sharedSizeBytes) <= budget) {
       *out = l;
       return cudaSuccess;
     }
@@ -390,7 +411,7 @@ cudaError_t persistent_region_max_resident_ctas(const RegionSmem& smem, int* out
   if (const cudaError_t err = current_device_attribute(cudaDevAttrMultiProcessorCount, &sms);
       err != cudaSuccess)
     return err;
-  const RegionKernel kernel = region_kernel(smem.m);
+  const RegionKernel kernel = region_kernel(smem);
   if (const cudaError_t err =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem.total);
       err != cudaSuccess)
@@ -408,7 +429,7 @@ cudaError_t launch_persistent_region(const PersistentRegionParams& p, const Laun
   if (p.sync.schedule == nullptr || p.sync.semaphores == nullptr || p.ops == nullptr ||
       p.launches == nullptr || p.num_ctas < 1 || p.smem.total <= 0)
     return cudaErrorInvalidValue;
-  const RegionKernel kernel = region_kernel(p.smem.m);
+  const RegionKernel kernel = region_kernel(p.smem);
   if (const cudaError_t err =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, p.smem.total);
       err != cudaSuccess)
@@ -418,9 +439,14 @@ cudaError_t launch_persistent_region(const PersistentRegionParams& p, const Laun
 }
 
 cudaError_t preload_persistent_region_kernels() {
-  for (cudaError_t err :
-       {preload_kernel(persistent_region_kernel<1>), preload_kernel(persistent_region_kernel<2>)})
-    if (err != cudaSuccess) return err;
+  for (int m = 1; m <= MATMUL_STREAM_M_MAX; ++m)
+    for (int c = 1; c <= REGION_MAX_CTAS_PER_SM; ++c) {
+      RegionSmem s;
+      s.m = m;
+      s.ctas_per_sm = c;
+      if (const cudaError_t err = preload_kernel(region_kernel(s)); err != cudaSuccess)
+        return err;
+    }
   return cudaSuccess;
 }
 

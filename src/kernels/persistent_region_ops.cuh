@@ -74,6 +74,7 @@ struct alignas(16) RegionOp {
 // 128-byte alignment): the ring's barriers, the row-block partials, the attention's scratch, the
 // ring of `stages` 16 KB weight stages and x of `m` rows of the widest matmul.
 struct RegionSmem {
+  int ctas_per_sm = 2;  // CTAs an SM the launch is built for (its registers and shared memory)
   int stages = 4;
   int m = 1;           // matmul rows (1 or 2): the kernel's instantiation
   int x_kpad = 0;      // the widest matmul's k, padded to the stage width (0: no matmul)
@@ -82,15 +83,21 @@ struct RegionSmem {
   int total = 0;  // bytes to launch with (the alignment slack included)
 };
 
-// Ring slots a region takes by default: the deepest ring up to this many that fits beside x and
-// the rest (one CTA an SM holds the bytes in flight that three of the streaming kernel's CTAs
-// would).
+// Ring slots a region takes by default: the deepest ring up to this many that fits an SM's shared
+// memory shared by its CTAs beside x and the rest.
 constexpr int REGION_AUTO_STAGES = 12;
+// CTAs an SM (1-3; each a weight ring of its own, as the streaming kernel runs three: one CTA's
+// ring streams at about half the HBM rate on an H100, its stages consumed one after another by
+// eight warps that meet at every row block).
+constexpr int REGION_MAX_CTAS_PER_SM = 3;
+constexpr int REGION_DEFAULT_CTAS_PER_SM = 2;
 
 // The layout for `ops` (the region's table) with `stages` ring slots (0: REGION_AUTO_STAGES or
-// fewer, as fit the current device); cudaErrorInvalidValue when a matmul's rows differ (one
-// instantiation per launch) or exceed the streaming kernel's m, or nothing fits.
-cudaError_t region_smem_layout(const RegionOp* ops, int n_ops, int stages, RegionSmem* out);
+// fewer, as fit the current device's SM shared by `ctas_per_sm` CTAs); cudaErrorInvalidValue when
+// a matmul's rows differ (one instantiation per launch) or exceed the streaming kernel's m,
+// ctas_per_sm is out of 1..REGION_MAX_CTAS_PER_SM, or nothing fits.
+cudaError_t region_smem_layout(const RegionOp* ops, int n_ops, int stages, int ctas_per_sm,
+                               RegionSmem* out);
 
 struct PersistentRegionParams {
   RegionSync sync;

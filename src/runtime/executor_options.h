@@ -176,6 +176,9 @@ struct ExecutorOptions {
   // Ring slots (16 KB each) of a persistent region's matmul tasks: 0, the deepest ring that fits
   // (kernels/persistent_region_ops.cuh, REGION_AUTO_STAGES), or MATMUL_STREAM_STAGES_MIN..MAX.
   int persistent_stages = 0;
+  // CTAs an SM of a persistent region's launch (1..REGION_MAX_CTAS_PER_SM; 0: the default,
+  // kernels/persistent_region_ops.cuh): each CTA its own weight ring.
+  int persistent_ctas_per_sm = 0;
   uint32_t overlap_delay_max_ns = 0;
   uint64_t overlap_delay_seed = 0;
   std::string overlap_drop_signal_op;

@@ -202,8 +202,10 @@ void ExecutorCore::build_persistent_regions(std::vector<OverlapOp>& ops) {
     PersistentRegionParams& p = run->params;
     std::vector<RegionOp> kinds;
     for (int k = first; k <= last; ++k) kinds.push_back(ops[k].region);
+    const int per_sm =
+        opt.persistent_ctas_per_sm > 0 ? opt.persistent_ctas_per_sm : REGION_DEFAULT_CTAS_PER_SM;
     MEGAOPS_CUDA_CHECK(region_smem_layout(kinds.data(), static_cast<int>(kinds.size()),
-                                          opt.persistent_stages, &p.smem));
+                                          opt.persistent_stages, per_sm, &p.smem));
     MEGAOPS_CUDA_CHECK(persistent_region_max_resident_ctas(p.smem, &run->resident));
     const int budget = opt.overlap_regions[static_cast<size_t>(region)].cta_budget;
     if (budget > run->resident)

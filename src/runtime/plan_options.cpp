@@ -40,6 +40,7 @@ void apply_plan(const Plan& plan, ExecutorOptions& eo) {
   eo.overlap_conventional_arithmetic = d.conventional_arithmetic;
   eo.overlap_vendor_chunks = d.vendor_chunks;
   eo.persistent_stages = d.persistent_stages;
+  eo.persistent_ctas_per_sm = d.persistent_ctas_per_sm;
   MatmulSettings& m = eo.matmul;
   parse_matmul_path(d.matmul.path, &m, "plan: decode.matmul.path");
   m.stream_shapes = d.matmul.stream_shapes;
@@ -87,6 +88,7 @@ Plan plan_from_options(const ExecutorOptions& eo) {
   d.conventional_arithmetic = eo.overlap_conventional_arithmetic;
   d.vendor_chunks = eo.overlap_vendor_chunks;
   d.persistent_stages = eo.persistent_stages;
+  d.persistent_ctas_per_sm = eo.persistent_ctas_per_sm;
   const MatmulSettings& m = eo.matmul;
   if (m.stream_for_small) {
     d.matmul.path = "stream-for-small";
@@ -103,8 +105,7 @@ Plan plan_from_options(const ExecutorOptions& eo) {
   p.prefill.path = prefill_path_name(eo.prefill_path);
   // The executor's default chunk is the plan's unset one.
   p.prefill.chunk = eo.prefill_chunk == ExecutorOptions{}.prefill_chunk ? 0 : eo.prefill_chunk;
-  eo.prefill_attention =
-      parse_prefill_attention(plan.prefill.attention, "plan", "prefill.attention");
+  p.prefill.attention = prefill_attention_name(eo.prefill_attention);
   return p;
 }
 
