@@ -38,6 +38,11 @@ RULES = {
     # The fp32 oracle of the whole model reads checkpoints and configs like any user of them, and
     # the model's description (graph/model_config.h, graph/tensor_parallel.h).
     "reference": {"models", "graph", "io", "core"},
+    # The serving engine (requests, scheduler, KV block manager, streamed text) sits above the
+    # model's description, the text front end and the fp32 oracle (its CPU runner); the GPU
+    # reaches it only through the ModelRunner interface (engine/model_runner.h), so it builds and
+    # is tested without CUDA.
+    "engine": {"reference", "models", "graph", "io", "core"},
 }
 
 # (file, included header) -> why the edge is still there. Remove an entry with the edge.
