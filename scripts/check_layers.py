@@ -43,6 +43,9 @@ RULES = {
     # reaches it only through the ModelRunner interface (engine/model_runner.h), so it builds and
     # is tested without CUDA.
     "engine": {"reference", "models", "graph", "io", "core"},
+    # The CUDA build's side of the engine: the GPU runner factory over the runtime's executors
+    # (engine/gpu_runner.h declares it), kept out of engine/ so that layer never sees CUDA.
+    "engine_cuda": {"engine", "runtime", "reference", "models", "graph", "io", "core"},
 }
 
 # (file, included header) -> why the edge is still there. Remove an entry with the edge.

@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "engine/gpu_runner.h"
 #include "runtime/conventional.h"
 #include "tp_launch.h"
 
@@ -22,6 +23,10 @@ std::atomic<bool> g_interrupted{false};
 namespace {
 std::atomic<int> g_signal{0};
 }  // namespace
+
+bool gpu_available() {
+  return gpu_runner_available();
+}
 
 int interrupt_status() {
   return 128 + (g_signal.load() ? g_signal.load() : SIGINT);
