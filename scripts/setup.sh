@@ -7,7 +7,7 @@ set -euo pipefail
 need=()
 have_pkg() { dpkg -s "$1" >/dev/null 2>&1; }
 for p in cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev \
-         ccache clang libclang-rt-dev pkg-config libpcre2-dev libutf8proc-dev; do
+         ccache clang libclang-rt-dev pkg-config libpcre2-dev libutf8proc-dev libcpp-httplib-dev; do
   have_pkg "$p" || need+=("$p")
 done
 if ((${#need[@]})); then

@@ -223,6 +223,7 @@ int main(int argc, char** argv) {
   add("tokenize", "the checkpoint's tokenizer and chat template: text <-> ids, prompts",
       add_tokenize);
   add("chat", "interactive chat with the checkpoint's chat template, streaming replies", add_chat);
+  add("serve", "OpenAI-compatible HTTP server over the engine (continuous batching)", add_serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
