@@ -208,6 +208,8 @@ class Model {
 
  private:
   static bool same_sampling(const SamplingParams& a, const SamplingParams& b) {
+    // Greedy draws nothing: any two greedy settings sample alike.
+    if (a.temperature <= 0 && b.temperature <= 0) return true;
     return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p &&
            a.seed == b.seed;
   }

@@ -60,6 +60,17 @@ void check_options(const ServeOpts& o) {
 std::unique_ptr<ModelRunner> make_serve_runner(const ServeOpts& o, const Checkpoint& ckpt,
                                                int max_context, std::string* label) {
   if (!o.cpu && gpu_available()) {
+    // Today's GPU runner adapts the step executor: whole prompts, one request a step, its own
+    // contiguous cache (engine/gpu_runner.h). The flags that shape a paged cache or chunk
+    // prompts would make every request fail there, so they are refused up front.
+    for (const auto& [name, given] : {std::pair{"--max-step-tokens", o.max_step_tokens != 0},
+                                      std::pair{"--max-prefill-chunk", o.max_prefill_chunk != 0},
+                                      std::pair{"--kv-blocks", o.kv_blocks != 0},
+                                      std::pair{"--block-size", o.block_size != 16}})
+      if (given)
+        throw_input_error(name, "",
+                          "not supported by the GPU runner yet (it runs whole prompts over the "
+                          "step executor's own cache); use --cpu or leave it out");
     const Plan plan = o.plan_file.empty() ? default_plan(o.max_batch) : read_plan_file(o.plan_file);
     GpuRunnerOptions g;
     g.max_context = max_context;
