@@ -67,7 +67,8 @@ def one(args, req, t_start, records, lock):
     script runs on a bare GPU machine)."""
     rec = {"i": req["i"], "prompt_tokens": len(req["prompt"]), "max_tokens": req["max_tokens"],
            "start_s": time.perf_counter() - t_start, "status": None, "chunks": [],
-           "disconnected": False, "error": None, "completion_tokens": 0}
+           "disconnected": False, "error": None, "completion_tokens": 0,
+           "refused_connection": False}
     body = {"prompt": req["prompt"], "max_tokens": req["max_tokens"], "stream": True,
             "temperature": 0.8, "seed": req["i"], "ignore_eos": True,
             "stream_options": {"include_usage": True}}
@@ -100,6 +101,11 @@ def one(args, req, t_start, records, lock):
                     if req["disconnect"] and len(rec["chunks"]) >= 3:
                         rec["disconnected"] = True
                         break  # closing the connection below: a client gone mid-stream
+    except ConnectionRefusedError as e:
+        # After a SIGTERM the server stops listening once it has drained: a connection refused
+        # then is the answer a client gets from a server that is gone, not a lost request.
+        rec["error"] = f"{type(e).__name__}: {e}"
+        rec["refused_connection"] = args.sigterm_sent is not None
     except (OSError, http.client.HTTPException, ValueError) as e:
         rec["error"] = f"{type(e).__name__}: {e}"
     finally:
@@ -127,6 +133,7 @@ def run_load(args, reqs):
                                        t_start, records, lock) for j in range(args.burst)]
         if args.sigterm_after is not None:
             time.sleep(args.sigterm_after)
+            args.sigterm_sent = time.perf_counter() - t_start
             args.server_proc.send_signal(signal.SIGTERM)
         for f in futures + extra:
             f.result()
@@ -159,13 +166,17 @@ def report(args, records, duration, metrics_after):
         if r["status"] not in (None, 200):
             refused[str(r["status"])] = refused.get(str(r["status"]), 0) + 1
     failed = [r for r in records if r["error"] and r["status"] == 200 and not r["disconnected"]]
-    unanswered = [r for r in records if r["status"] is None]
+    unanswered = [r for r in records if r["status"] is None and not r["refused_connection"]]
     return {
         "config": {k: v for k, v in vars(args).items() if k not in ("server_proc", "func")},
+        "sigterm_sent_s": args.sigterm_sent,
         "duration_s": duration,
         "requests": {"sent": len(records), "completed": len(ok),
                      "disconnected": sum(r["disconnected"] for r in records),
-                     "refused_by_status": refused, "failed_mid_stream": len(failed),
+                     "refused_by_status": refused,
+                     "refused_connection_after_sigterm": sum(r["refused_connection"]
+                                                             for r in records),
+                     "failed_mid_stream": len(failed),
                      "unanswered": len(unanswered),
                      "failures": [r["error"] for r in failed + unanswered][:10]},
         "requests_per_s": len(ok) / duration if duration else None,
@@ -224,6 +235,7 @@ def start_server(args):
 
 
 def run(args):
+    args.sigterm_sent = None
     if args.model:
         if args.vocab is None:
             args.vocab = json.load(open(os.path.join(args.model, "config.json")))["vocab_size"]
