@@ -322,6 +322,13 @@ HttpServer::HttpServer(AsyncEngine& engine, ServedModel model, ServerOptions opt
   const int threads = impl_->options.http_threads;
   impl_->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl_->server.set_payload_max_length(impl_->options.max_body_bytes);
+  // SO_REUSEADDR only: a restart may bind over connections in TIME_WAIT, but a second server on a
+  // port in use must fail (httplib's default SO_REUSEPORT would let both listen and split the
+  // connections between them).
+  impl_->server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<void*>(&yes), sizeof(yes));
+  });
   impl_->routes();
 }
 

@@ -72,6 +72,14 @@ def test_models_and_health(server, client):
         assert r.status == 200
 
 
+def test_a_port_in_use_is_an_error(ckpt, server):
+    port = server.url.rsplit(":", 1)[1]
+    out = subprocess.run([CLI, "serve", "--model", ckpt, "--cpu", "--port", port],
+                         capture_output=True, timeout=60)
+    assert out.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr.decode()
+
+
 def test_completion_is_the_cli_generation(ckpt, client):
     out = greedy(client, "The model writes", max_tokens=16)
     cli = subprocess.run([CLI, "generate", "--model", ckpt, "--cpu", "--prompt",
