@@ -70,7 +70,7 @@ def one(args, req, t_start, records, lock):
            "disconnected": False, "error": None, "completion_tokens": 0,
            "refused_connection": False}
     body = {"prompt": req["prompt"], "max_tokens": req["max_tokens"], "stream": True,
-            "temperature": 0.8, "seed": req["i"], "ignore_eos": True,
+            "temperature": args.temperature, "seed": req["i"], "ignore_eos": True,
             "stream_options": {"include_usage": True}}
     url = urllib.parse.urlsplit(args.url)
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=args.timeout)
@@ -307,6 +307,7 @@ def selftest(args):
     subprocess.run([args.megaops, "init-random", "--preset", "tiny-llama3", "--out", ckpt],
                    check=True, capture_output=True)
     common = dict(megaops=args.megaops, model=ckpt, url=None, vocab=None, seed=1, timeout=300,
+                  temperature=0.8,
                   startup_timeout=60, json=None, plot=None, prompt_range=[8, 128],
                   output_range=[8, 64])
     load = argparse.Namespace(**common, requests=48, concurrency=12, disconnect=0.2, burst=24,
@@ -363,6 +364,8 @@ def main():
     p.add_argument("--sigterm", dest="sigterm_after", type=float, default=None, metavar="SECONDS",
                    help="SIGTERM the server this many seconds into the load")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=0.8,
+                   help="every request's temperature (0: greedy), seeded by its index")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--startup-timeout", type=float, default=600)
     p.add_argument("--json", help="write the full result here")
