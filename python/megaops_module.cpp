@@ -1,8 +1,9 @@
 // The `megaops` Python module (nanobind): load a checkpoint directory, tokenize, render chat
 // templates, generate text or ids (streaming through a callback), run whole model steps (logits
 // out) and single ops on tensors passed by DLPack (PyTorch, NumPy, JAX...; float32, C-contiguous,
-// on the CPU: the ops are the fp32 oracle's). Generation goes through the same TokenGenerator and
-// stream loop as the CLI, so the same seed gives the same tokens. On the GPU: megaops.Executor
+// on the CPU: the ops are the fp32 oracle's). Generation is a client of the engine
+// (include/megaops/engine.h) as the CLI is, so the same seed gives the same tokens; megaops.LLM
+// (engine_bindings.h) is the engine itself, batching requests. On the GPU: megaops.Executor
 // (the CLI's step executor: prefill, decode steps, logits as a CUDA DLPack tensor) and
 // megaops.cuda_ops (the executor's kernels on CUDA DLPack tensors, cuda_ops.h); on a build without
 // CUDA or a machine without a GPU they raise one RuntimeError saying so.
@@ -14,18 +15,21 @@
 #include <nanobind/stl/vector.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
 
 #include "core/error.h"
+#include "engine/gpu_runner.h"
+#include "engine_bindings.h"
 #include "graph/plan.h"
 #include "io/text_file.h"
 #include "io/tokenizer_files.h"
+#include "megaops/engine.h"
 #include "models/checkpoint.h"
 #include "reference/model.h"
 #include "reference/ops.h"
-#include "text_session.h"
 
 #ifdef MEGAOPS_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -40,13 +44,6 @@
 #endif
 
 namespace nb = nanobind;
-
-// What tools/text_session.cpp takes from the CLI's main.cpp.
-namespace megaops::cli {
-std::atomic<bool> g_interrupted{false};
-bool gpu_available();  // tools/text_session.cpp (declared for the CLI in tools/commands.h)
-void print_progress(const std::string&, size_t, size_t) {}
-}  // namespace megaops::cli
 
 namespace {
 
@@ -73,21 +70,10 @@ class Model {
  public:
   Model(const std::string& path, const std::string& device, int max_context,
         const std::string& plan_file)
-      : text_(CheckpointText::open(path)), ckpt_(Checkpoint::open(path)) {
-    if (device != "auto" && device != "cpu" && device != "cuda")
-      throw InputError("device: expected auto, cpu or cuda, found '" + device + "'");
-    if (device == "cuda" && !cli::gpu_available())
-      throw InputError("device: cuda asked for, but this build or machine has no CUDA device");
-    cpu_ = device == "cpu";
-    max_context_ = std::min(max_context, ckpt_.config().max_position_embeddings);
-    if (plan_file.empty()) {
-      plan_ = default_plan(1);
-      plan_origin_ = plan_.source;
-    } else {
-      plan_ = parse_plan(read_text_file(plan_file), plan_file);
-      check_plan_runnable(plan_, plan_file);
-      plan_origin_ = plan_file;
-    }
+      : text_(CheckpointText::open(path)),
+        ckpt_(Checkpoint::open(path)),
+        runner_config_(py::runner_config(device, max_context, 1, 0, 16, 0, plan_file, ckpt_)) {
+    max_context_ = runner_config_.max_context;
   }
 
   std::vector<int> encode(const std::string& s, bool add_special_tokens) const {
@@ -105,50 +91,72 @@ class Model {
   nb::dict generate(nb::handle prompt, int max_new_tokens, float temperature, int top_k,
                     float top_p, uint64_t seed, const std::vector<std::string>& stop,
                     bool ignore_eos, std::optional<std::function<void(std::string)>> on_text) {
-    std::vector<int> ids;
-    if (nb::isinstance<nb::str>(prompt)) {
-      ids = text_.tokenizer().encode(nb::cast<std::string>(prompt), true);
-    } else {
-      ids = nb::cast<std::vector<int>>(prompt);
-    }
+    const std::vector<int> ids = py::prompt_ids(text_, prompt);
     if (ids.empty()) throw InputError("prompt: empty");
-    const cli::SamplingOptions s =
-        cli::resolve_sampling(text_.generation(), temperature, top_k, top_p, seed);
-    cli::StreamLimits limits;
-    limits.max_new_tokens = max_new_tokens;
-    limits.stop = stop;
-    if (!ignore_eos) limits.eos_ids = text_.eos_token_ids();
+    const RequestParams params = py::request_params(text_, max_new_tokens, temperature, top_k,
+                                                    top_p, seed, stop, {}, ignore_eos);
     if (static_cast<int>(ids.size()) + max_new_tokens > max_context_)
       throw InputError("prompt + max_new_tokens exceeds max_context " +
                        std::to_string(max_context_));
-    cli::StreamResult r;
+    std::vector<int> tokens;
+    std::string text, stop_reason;
+    double ttft = 0, total = 0;
     {
-      // The GIL first, then the generator: a callback holding the generator takes the GIL back.
+      // The GIL first, then the engine: a callback holding the engine takes the GIL back.
       nb::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(gen_mutex_);
-      // The executor (weights on the GPU, or the oracle's) is built once and kept while the
-      // sampling options stay the same: each start() prefills anew, and the samplers draw from
-      // (seed, row, step) counters, so a kept generator gives a new one's tokens.
-      if (!gen_ || !same_sampling(gen_sampling_, s)) {
-        gen_.reset();
-        gen_ = cli::make_token_generator(ckpt_, cpu_, s, max_context_, plan_, plan_origin_);
-        gen_sampling_ = s;
+      std::lock_guard<std::mutex> lock(engine_mutex_);
+      // The runner (weights on the GPU, or the oracle's) is built once and kept. The GPU
+      // executor samples with the parameters it was built with, so it is rebuilt when they
+      // change; the CPU oracle samples each request with its own.
+      if (!engine_ || (gpu_ && !same_sampling(gpu_sampling_, params.sampling))) {
+        engine_.reset();
+        EngineOptions eo;
+        eo.eos_token_ids = text_.eos_token_ids();
+        std::unique_ptr<ModelRunner> runner =
+            py::make_runner(ckpt_, runner_config_, params.sampling, &backend_);
+        gpu_ = backend_.rfind("GPU", 0) == 0;
+        gpu_sampling_ = params.sampling;
+        engine_ = std::make_unique<Engine>(std::move(runner), &text_, eo);
       }
-      r = cli::stream_text(*gen_, text_, ids, limits, [&](const std::string& piece) {
-        if (on_text) {
-          nb::gil_scoped_acquire acquire;
-          (*on_text)(piece);
+      const auto t0 = std::chrono::steady_clock::now();
+      const uint64_t id = engine_->add_request(ids, params);
+      // A callback that raises ends the request here, so the kept engine holds nothing of it.
+      struct AbortUnlessDone {
+        Engine& e;
+        uint64_t id;
+        bool done = false;
+        ~AbortUnlessDone() {
+          try {
+            if (!done && e.abort(id)) e.step();
+          } catch (...) {  // the first exception is the one that propagates
+          }
         }
-      });
+      } guard{*engine_, id};
+      for (bool done = false; !done;)
+        for (const RequestOutput& o : engine_->step()) {
+          if (o.id != id) continue;
+          tokens.insert(tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+          text += o.text;
+          if (o.ttft_s >= 0) ttft = o.ttft_s;
+          if (on_text && !o.text.empty()) {
+            nb::gil_scoped_acquire acquire;
+            (*on_text)(o.text);
+          }
+          if (!o.finished) continue;
+          done = guard.done = true;
+          if (o.finish_reason == FinishReason::Error) throw Error("generate: " + o.stop_reason);
+          stop_reason = o.stop_reason;
+        }
+      total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     nb::dict out;
-    out["text"] = r.text;
-    out["tokens"] = r.tokens;
+    out["text"] = text;
+    out["tokens"] = tokens;
     out["prompt_tokens"] = ids;
-    out["stop_reason"] = r.stop_reason;
-    out["ttft_s"] = r.ttft_s;
-    out["total_s"] = r.total_s;
-    out["backend"] = std::string(gen_->backend());
+    out["stop_reason"] = stop_reason;
+    out["ttft_s"] = ttft;
+    out["total_s"] = total;
+    out["backend"] = backend_;
     return out;
   }
 
@@ -156,7 +164,7 @@ class Model {
   // cache grows) and returns their logits [len(ids), vocab].
   NumpyOut forward(const std::vector<int>& ids) {
     if (!oracle_) {
-      weights_ = std::make_unique<ref::Weights>(ref::load_weights(ckpt_));
+      if (!weights_) weights_ = std::make_unique<ref::Weights>(ref::load_weights(ckpt_));
       oracle_ = std::make_unique<ref::Model>(*weights_, max_context_);
     }
     std::vector<float> logits;
@@ -199,19 +207,21 @@ class Model {
   }
 
  private:
-  CheckpointText text_;
-  Checkpoint ckpt_;
-  bool cpu_ = false;
-  int max_context_ = 4096;
-  Plan plan_;                // what generate() runs on the GPU
-  std::string plan_origin_;  // the plan file, or the default plan's source
-  static bool same_sampling(const cli::SamplingOptions& a, const cli::SamplingOptions& b) {
+  static bool same_sampling(const SamplingParams& a, const SamplingParams& b) {
+    // Greedy draws nothing: any two greedy settings sample alike.
+    if (a.temperature <= 0 && b.temperature <= 0) return true;
     return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p &&
            a.seed == b.seed;
   }
-  std::mutex gen_mutex_;  // one generation at a time on the kept generator
-  std::unique_ptr<cli::TokenGenerator> gen_;
-  cli::SamplingOptions gen_sampling_;
+  CheckpointText text_;
+  Checkpoint ckpt_;
+  py::RunnerConfig runner_config_;  // device, context and the plan the GPU runs
+  int max_context_ = 4096;
+  std::mutex engine_mutex_;  // one generation at a time on the kept engine
+  std::unique_ptr<Engine> engine_;
+  std::string backend_;
+  bool gpu_ = false;
+  SamplingParams gpu_sampling_;
   std::unique_ptr<ref::Weights> weights_;
   std::unique_ptr<ref::Model> oracle_;
 };
@@ -227,7 +237,7 @@ void check_2d(const CpuTensor& t, const char* name) {
 // The one error every GPU entry point raises where it cannot run.
 void require_gpu(const char* what) {
 #ifdef MEGAOPS_HAVE_CUDA
-  if (cli::gpu_available()) return;
+  if (gpu_runner_available()) return;
   throw Error(std::string(what) + ": no CUDA device is visible to this process");
 #else
   throw Error(std::string(what) + ": this megaops module was built without CUDA");
@@ -577,7 +587,8 @@ NB_MODULE(_megaops, m) {
         return to_array(std::move(out), shape);
       },
       nb::arg("gate"), nb::arg("up"));
-  m.def("gpu_available", &cli::gpu_available,
+  py::bind_llm(m);
+  m.def("gpu_available", &gpu_runner_available,
         "whether this module was built with CUDA and sees a CUDA device");
   constexpr const char* EXECUTOR_DOC =
       "The GPU step executor (the CLI's): loads `model` (a checkpoint directory, or a preset name "

@@ -5,7 +5,10 @@
 # (models/templates) and llama.cpp's vocabulary files of both families (models/ggml-vocab-*.gguf).
 # No Debian package ships a Jinja-compatible C++ engine that renders HF chat templates; this one is
 # maintained for exactly that. Extracts into $MEGAOPS_DEPS_DIR (default build-deps/, ignored by
-# git) and prints the extracted llama.cpp directory. Idempotent: a finished extraction is reused.
+# git), applies scripts/patches/llama-cpp-*.patch (a chat template is untrusted input: the engine's
+# integer arithmetic is checked there, so `{{10%0}}` is an error as in HF's Jinja, not undefined
+# behaviour) and prints the extracted llama.cpp directory. Idempotent: a finished extraction with
+# the same patches is reused.
 # With --archive: prints the checked source package itself (bench/peers/llama_cpp builds all of
 # llama.cpp from it).
 set -euo pipefail
@@ -33,7 +36,9 @@ if [[ "${1:-}" == --archive ]]; then
   echo "$archive"
   exit 0
 fi
-if [[ -f "$dest/.complete" ]]; then
+patches=("$root"/scripts/patches/llama-cpp-*.patch)
+patch_sum=$(cat "${patches[@]}" | sha256sum | cut -d' ' -f1)
+if [[ -f "$dest/.complete" && "$(cat "$dest/.complete")" == "$patch_sum" ]]; then
   echo "$dest"
   exit 0
 fi
@@ -46,8 +51,14 @@ tar xzf "$archive" -C "$tmp" --wildcards "$top/LICENSE" "$top/common/jinja/*" \
   "$top/common/json.h" "$top/common/json.cpp" "$top/common/unicode.h" "$top/common/unicode.cpp" \
   "$top/models/templates/*" "$top/models/ggml-vocab-llama-bpe.gguf*" \
   "$top/models/ggml-vocab-qwen2.gguf*"
+for p in "${patches[@]}"; do
+  if ! patch -s -p1 -d "$tmp/$top" <"$p" >&2; then
+    echo "fetch_text_deps: $p does not apply to llama.cpp $VERSION" >&2
+    exit 1
+  fi
+done
 rm -rf "$dest"
 mv "$tmp/$top" "$dest"
 rm -rf "$tmp"
-touch "$dest/.complete"
+echo "$patch_sum" >"$dest/.complete"
 echo "$dest"

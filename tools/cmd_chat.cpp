@@ -1,7 +1,8 @@
 // `megaops chat`: an interactive conversation with a checkpoint, as llama.cpp's llama-cli and
 // vLLM's chat give one: each line read from stdin is a user turn, the whole conversation is
-// rendered by the checkpoint's own chat template and the reply streams as text. A line "/reset"
-// starts over, "/exit" or end of input ends. A summary line per reply goes to stderr.
+// rendered by the checkpoint's own chat template and the reply streams as text, one request on
+// the engine (include/megaops/engine.h) a turn. A line "/reset" starts over, "/exit" or end of
+// input ends. A summary line per reply goes to stderr.
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,6 +11,8 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "io/tokenizer_files.h"
+#include "megaops/engine.h"
 #include "plan_flags.h"
 #include "text_session.h"
 
@@ -77,18 +80,21 @@ Runner add_chat(CLI::App& app) {
     const int max_context = std::min(o->max_context, ckpt.config().max_position_embeddings);
     if (max_context < 2)
       throw_input_error("--max-context", "", "expected >= 2, found " + std::to_string(max_context));
-    const SamplingOptions sampling =
-        resolve_sampling(text.generation(), o->temperature, o->top_k, o->top_p, o->seed);
-    std::unique_ptr<TokenGenerator> gen =
-        make_token_generator(ckpt, o->cpu, sampling, max_context, plan.plan, plan.label);
-    if (plan.kind == PlanKind::File && !gpu_available())
+    const SamplingParams sampling = resolve_sampling(text.generation(), o->temperature, o->top_k,
+                                                     o->top_p, o->seed, CLI_SAMPLING_NAMES);
+    CliRunner runner = make_runner(ckpt, o->cpu, sampling, max_context, plan.plan, plan.label);
+    if (plan.kind == PlanKind::File && !runner.gpu)
       print_plan_line(plan, ", not run: the CPU oracle runs no plan");
     if (!o->quiet)
       std::fprintf(stderr, "chat: %s on the %s; /reset starts over, /exit or end of input ends\n",
-                   o->model.c_str(), gen->backend());
-    StreamLimits limits;
-    limits.stop = o->stop;
-    if (!o->ignore_eos) limits.eos_ids = text.eos_token_ids();
+                   o->model.c_str(), runner.label.c_str());
+    EngineOptions eo;
+    if (!o->ignore_eos) eo.eos_token_ids = text.eos_token_ids();
+    Engine engine(std::move(runner.runner), &text, eo);
+    RequestParams params;
+    params.sampling = sampling;
+    params.stop = o->stop;
+    params.ignore_eos = o->ignore_eos;
 
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     const auto reset = [&] {
@@ -110,17 +116,18 @@ Runner add_chat(CLI::App& app) {
       messages.push_back({{"role", "user"}, {"content", line}});
       const std::string prompt_text = text.render_chat(messages, true, kwargs);
       const std::vector<int> prompt = text.tokenizer().encode(prompt_text, false);
-      limits.max_new_tokens =
+      params.max_tokens =
           std::min(o->max_new_tokens, max_context - static_cast<int>(prompt.size()));
-      if (limits.max_new_tokens < 1)
+      if (params.max_tokens < 1)
         throw_input_error("--max-context", "",
                           "the conversation (" + std::to_string(prompt.size()) +
                               " tokens) fills the context of " + std::to_string(max_context) +
                               "; /reset or raise --max-context");
-      const StreamResult r = stream_text(*gen, text, prompt, limits, [](const std::string& s) {
-        std::fwrite(s.data(), 1, s.size(), stdout);
-        std::fflush(stdout);
-      });
+      const StreamResult r =
+          run_request("chat", engine, prompt, params, [](const RequestOutput& out) {
+            std::fwrite(out.text.data(), 1, out.text.size(), stdout);
+            std::fflush(stdout);
+          });
       std::printf("\n");
       std::fflush(stdout);
       messages.push_back({{"role", "assistant"}, {"content", r.text}});

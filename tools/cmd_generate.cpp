@@ -1,22 +1,22 @@
 // `megaops generate`: runs a prompt and streams what it generates as it is produced: text for a
 // text prompt (--prompt, through the checkpoint's tokenizer, with stop strings and the EOS ids of
-// generation_config.json), token ids one per line for --prompt-ids; on the GPU conventional
-// executor, or on the CPU oracle (and says so) when there is no GPU. A summary line (prompt tokens,
-// new tokens, TTFT, tok/s, stop reason) goes to stderr.
-#include <chrono>
+// generation_config.json), token ids one per line for --prompt-ids; one request on the engine
+// (include/megaops/engine.h) over the GPU runner, or over the CPU oracle (and says so) when there
+// is no GPU. A summary line (prompt tokens, new tokens, TTFT, tok/s, stop reason) goes to stderr.
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <memory>
 
 #include "commands.h"
 #include "core/error.h"
 #include "core/run_options.h"
 #include "core/sampling.h"
-#include "core/tokens.h"
 #include "graph/tensor_parallel.h"
+#include "io/tokenizer_files.h"
+#include "megaops/engine.h"
 #include "models/checkpoint.h"
 #include "plan_flags.h"
-#include "reference/model.h"
-#include "reference/ops.h"
 #include "runtime_flags.h"
 #include "text_session.h"
 #include "tp_launch.h"
@@ -44,120 +44,63 @@ struct GenerateOpts {
   RuntimeFlags runtime;
 };
 
-bool is_eos(const ModelConfig& cfg, int tok) {
-  for (int e : cfg.eos_token_ids)
-    if (e == tok) return true;
-  return false;
-}
-
-// What one run has generated so far: text mode streams through `streamer`; ids mode counts here.
-struct GenerateState {
-  std::unique_ptr<TextStreamer> streamer;
-  std::chrono::steady_clock::time_point t0;
-  StreamResult ids;  // ids mode: tokens, TTFT and stop reason
-  GenerateState() { ids.stop_reason = "length"; }
-};
-
-// Rank 0 prints (under --tp every rank samples the same token, so every rank stops alike).
-// Returns true when generation stops at this token (EOS, a stop string).
-bool emit(const GenerateOpts& o, GenerateState& st, int tok) {
-  if (st.streamer) return st.streamer->push(tok);
-  if (st.ids.tokens.empty())
-    st.ids.ttft_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.t0).count();
-  st.ids.tokens.push_back(tok);
-  if (o.tp.rank <= 0) {
-    std::printf("%d\n", tok);
-    std::fflush(stdout);
-  }
-  return false;
-}
-
-void start_clock(GenerateState& st) {
-  st.t0 = std::chrono::steady_clock::now();
-  if (st.streamer) st.streamer->start_clock();
-}
-
-// The summary line on stderr (rank 0), and the newline that ends streamed text.
-void finish(const GenerateOpts& o, GenerateState& st, size_t prompt_tokens, const char* backend) {
-  StreamResult r;
-  if (st.streamer) {
-    r = st.streamer->finish(static_cast<int>(prompt_tokens), g_interrupted);
-    if (o.tp.rank <= 0) std::printf("\n");
-  } else {
-    r = st.ids;
-    r.prompt_tokens = static_cast<int>(prompt_tokens);
-    r.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.t0).count();
-    if (g_interrupted) r.stop_reason = "interrupted";
-  }
-  if (o.tp.rank > 0) return;
-  std::fflush(stdout);
-  std::fprintf(stderr, "generate: %s (%s)\n", stream_summary(r).c_str(), backend);
-}
-
-int run_cpu(const GenerateOpts& o, GenerateState& st, const Checkpoint& ckpt,
-            const std::vector<int>& prompt, int max_seq) {
-  const ref::Weights w = ref::load_weights(ckpt);  // rejects NaN / Inf weights
-  std::fprintf(stderr, "generate: %s; running on the CPU oracle (fp32, slow)\n",
-               gpu_available() ? "--cpu given" : "no CUDA device");
-  ref::Model model(w, max_seq, o.tp.tp);  // --tp: the CPU oracle's tensor-parallel ranks
-  SamplingParams sp{o.temperature, o.top_k, o.top_p, o.seed};
-  start_clock(st);
-  std::vector<float> logits = model.forward(prompt);
-  const int vocab = ckpt.config().vocab_size;
-  for (int step = 0; step < o.max_new_tokens && !g_interrupted; ++step) {
-    const float* last = logits.data() + logits.size() - vocab;
-    const int tok = ref::sample(last, vocab, sp, ref::sampling_uniform(o.seed, 0, step));
-    if (tok == NONFINITE_LOGITS_TOKEN)
-      throw Error("generate: " +
-                  (step == 0 ? std::string("prefill") : "decode step " + std::to_string(step)) +
-                  ": the logits hold NaN or Inf; no token was sampled");
-    if (emit(o, st, tok)) break;
-    if (o.stop_at_eos && is_eos(ckpt.config(), tok)) {
-      st.ids.stop_reason = "eos";
-      break;
+// What one run prints: text deltas (--prompt) or one token id a line (--prompt-ids), on rank 0
+// (under --tp every rank samples the same tokens, so every rank stops alike).
+std::function<void(const RequestOutput&)> printer(const GenerateOpts& o, bool text) {
+  const bool print = o.tp.rank <= 0;
+  return [print, text](const RequestOutput& out) {
+    if (!print) return;
+    if (text) {
+      std::fwrite(out.text.data(), 1, out.text.size(), stdout);
+    } else {
+      for (int tok : out.new_tokens) std::printf("%d\n", tok);
     }
-    if (step + 1 < o.max_new_tokens) logits = model.forward({tok});
-  }
-  finish(o, st, prompt.size(), "CPU oracle, fp32");
+    std::fflush(stdout);
+  };
+}
+
+// Runs the one request on the engine over `runner` and prints the summary line on stderr (rank 0).
+int run_engine(const GenerateOpts& o, CliRunner runner, const CheckpointText* text,
+               std::vector<int> prompt, const RequestParams& params,
+               const std::vector<int>& eos_ids) {
+  EngineOptions eo;
+  eo.eos_token_ids = eos_ids;
+  const std::string label = runner.label;
+  Engine engine(std::move(runner.runner), text, eo);
+  const StreamResult r =
+      run_request("generate", engine, std::move(prompt), params, printer(o, text != nullptr));
+  if (o.tp.rank > 0) return g_interrupted ? interrupt_status() : 0;
+  if (text) std::printf("\n");
+  std::fflush(stdout);
+  std::fprintf(stderr, "generate: %s (%s)\n", stream_summary(r).c_str(), label.c_str());
   return g_interrupted ? interrupt_status() : 0;
 }
 
 #ifdef MEGAOPS_HAVE_CUDA
-int run_gpu(const GenerateOpts& o, GenerateState& st, const Checkpoint& ckpt,
-            const std::vector<int>& prompt, int max_seq, DecodeBackend backend,
-            PrefillPath prefill_path, PlanChoice plan) {
-  ExecutorOptions eo;
-  eo.step_graph = build_step_graph;
-  apply_runtime_flags(o.runtime, eo);
-  eo.max_batch = 1;
-  eo.max_seq = max_seq;
-  eo.pdl = o.pdl;
-  eo.backend = backend;
-  eo.prefill_path = prefill_path;
-  settle_plan(plan, eo);
-  // The graph prefill replays at most max_batch rows: the whole prompt in one replay if it fits.
-  if (eo.prefill_path == PrefillPath::DecodeGraph)
-    eo.max_batch = ttft_replays(static_cast<int>(prompt.size())).replay_rows;
-  eo.sampling = {o.temperature, o.top_k, o.top_p, o.seed};
-  const std::unique_ptr<TpComm> comm = open_tp_comm(o.tp);
-  set_tp_options(eo, o.tp, comm.get());
-  if (o.tp.rank <= 0) print_plan_line(plan);
-  ConventionalExecutor ex(ckpt.config(), checkpoint_filler(ckpt), eo,
-                          [&](size_t d, size_t t) { print_progress("loading " + o.model, d, t); });
-  check_and_set_regions(plan, ex);
-  start_clock(st);
-  int tok = ex.prefill({prompt})[0];
-  if (o.tp.rank <= 0) print_prefill_attention_note(ex);
-  for (int step = 0; step < o.max_new_tokens && !g_interrupted; ++step) {
-    if (emit(o, st, tok)) break;
-    if (o.stop_at_eos && is_eos(ckpt.config(), tok)) {
-      st.ids.stop_reason = "eos";
-      break;
-    }
-    if (step + 1 < o.max_new_tokens) tok = ex.decode_step()[0];
-  }
-  finish(o, st, prompt.size(), "GPU");
-  return g_interrupted ? interrupt_status() : 0;
+// The GPU runner with every executor option the flags and the plan set, and --tp's ranks.
+CliRunner gpu_runner(const GenerateOpts& o, const Checkpoint& ckpt, size_t prompt_len, int max_seq,
+                     DecodeBackend backend, PrefillPath prefill_path, PlanChoice& plan,
+                     const SamplingParams& sampling, TpComm* comm) {
+  GpuRunnerOptions g;
+  g.max_context = max_seq;
+  g.sampling = sampling;
+  g.label = plan.label;
+  g.configure = [&](ExecutorOptions& eo) {
+    apply_runtime_flags(o.runtime, eo);
+    eo.pdl = o.pdl;
+    eo.backend = backend;
+    eo.prefill_path = prefill_path;
+    settle_plan(plan, eo);
+    // The graph prefill replays at most max_batch rows: the whole prompt in one replay if it
+    // fits.
+    if (eo.prefill_path == PrefillPath::DecodeGraph)
+      eo.max_batch = ttft_replays(static_cast<int>(prompt_len)).replay_rows;
+    set_tp_options(eo, o.tp, comm);
+    if (o.tp.rank <= 0) print_plan_line(plan);
+  };
+  g.configure_built = [&](Executor& ex) { check_and_set_regions(plan, ex); };
+  g.progress = [&](size_t d, size_t t) { print_progress("loading " + o.model, d, t); };
+  return {make_gpu_runner(ckpt, g), "GPU", true};
 }
 #endif
 
@@ -193,7 +136,8 @@ Runner add_generate(CLI::App& app) {
     if (o->max_new_tokens < 1)
       throw_input_error("--max-new-tokens", "",
                         "expected >= 1, found " + std::to_string(o->max_new_tokens));
-    check_sampling_options(o->temperature, o->top_k, o->top_p);
+    const SamplingParams sampling{o->temperature, o->top_k, o->top_p, o->seed};
+    check_sampling(sampling, CLI_SAMPLING_NAMES);
     // The GPU's options, checked with --cpu and on builds without CUDA too.
     [[maybe_unused]] const DecodeBackend backend = parse_backend(o->backend, "--backend");
     [[maybe_unused]] const PrefillPath prefill_path = parse_prefill_path(o->prefill, "--prefill");
@@ -201,38 +145,26 @@ Runner add_generate(CLI::App& app) {
       throw_input_error("--plan", "",
                         "cannot be combined with --cpu (the CPU oracle runs no plan)");
     // The plan file is read and checked on every machine, before the model loads.
-    const PlanChoice plan = choose_plan(app, o->plan_file, 1, o->tp.tp > 1);
+    [[maybe_unused]] PlanChoice plan = choose_plan(app, o->plan_file, 1, o->tp.tp > 1);
     if (o->prompt.empty() == o->prompt_ids.empty())
       throw_input_error("generate", "", "expected one of --prompt TEXT or --prompt-ids 1,2,3");
     if (!o->stop.empty() && o->prompt.empty())
       throw_input_error("--stop", "", "stop strings need a text prompt (--prompt)");
-    GenerateState st;
-    StreamLimits limits;
     std::unique_ptr<CheckpointText> text;
-    std::vector<int> prompt;
+    std::vector<int> prompt, eos_ids;
     if (!o->prompt.empty()) {
       text = std::make_unique<CheckpointText>(CheckpointText::open(o->model));
       prompt = text->tokenizer().encode(o->prompt, true);
       if (prompt.empty()) throw_input_error("--prompt", "", "tokenizes to no tokens");
-      limits.max_new_tokens = o->max_new_tokens;
-      limits.stop = o->stop;
-      if (o->stop_at_eos) limits.eos_ids = text->eos_token_ids();
-      const bool print = o->tp.rank <= 0;
-      st.streamer = std::make_unique<TextStreamer>(*text, limits, [print](const std::string& s) {
-        if (!print) return;
-        std::fwrite(s.data(), 1, s.size(), stdout);
-        std::fflush(stdout);
-      });
+      eos_ids = text->eos_token_ids();
     } else {
       prompt = parse_int_list(o->prompt_ids, "--prompt-ids");
     }
     const char* prompt_option = o->prompt.empty() ? "--prompt-ids" : "--prompt";
     const Checkpoint ckpt = Checkpoint::open(o->model);
-    // config.json's EOS ids end a text run too (the loops stop on them in both modes).
-    if (o->stop_at_eos && text)
-      for (int e : ckpt.config().eos_token_ids)
-        if (std::find(limits.eos_ids.begin(), limits.eos_ids.end(), e) == limits.eos_ids.end())
-          limits.eos_ids.push_back(e);
+    // config.json's EOS ids end a run too, in both modes.
+    for (int e : ckpt.config().eos_token_ids)
+      if (std::find(eos_ids.begin(), eos_ids.end(), e) == eos_ids.end()) eos_ids.push_back(e);
     const int vocab = ckpt.config().vocab_size;
     for (int id : prompt)
       if (id < 0 || id >= vocab)
@@ -252,10 +184,19 @@ Runner add_generate(CLI::App& app) {
         throw InputError(o->model + "/" + e.what());
       }
     }
+    RequestParams params;
+    params.sampling = sampling;
+    params.max_tokens = o->max_new_tokens;
+    params.stop = o->stop;
+    params.ignore_eos = !o->stop_at_eos;
 #ifdef MEGAOPS_HAVE_CUDA
     if (!o->cpu && gpu_available()) {
       TpRanks ranks(o->tp);  // --tp N: starts ranks 1..N-1 here, or joins a job
-      const int status = run_gpu(*o, st, ckpt, prompt, max_seq, backend, prefill_path, plan);
+      const std::unique_ptr<TpComm> comm = open_tp_comm(o->tp);
+      CliRunner runner = gpu_runner(*o, ckpt, prompt.size(), max_seq, backend, prefill_path, plan,
+                                    sampling, comm.get());
+      const int status =
+          run_engine(*o, std::move(runner), text.get(), std::move(prompt), params, eos_ids);
       ranks.join();
       return status;
     }
@@ -264,7 +205,10 @@ Runner add_generate(CLI::App& app) {
       throw_input_error("--tp-rank", "", "the CPU oracle runs every rank in one process");
     if (plan.kind == PlanKind::File)
       print_plan_line(plan, ", not run: the CPU oracle runs no plan");
-    return run_cpu(*o, st, ckpt, prompt, max_seq);
+    CliRunner runner = make_cpu_runner(ckpt, max_seq, o->tp.tp);  // rejects NaN / Inf weights
+    std::fprintf(stderr, "generate: %s; running on the CPU oracle (fp32, slow)\n",
+                 gpu_available() ? "--cpu given" : "no CUDA device");
+    return run_engine(*o, std::move(runner), text.get(), std::move(prompt), params, eos_ids);
   };
 }
 

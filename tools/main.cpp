@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "engine/gpu_runner.h"
 #include "runtime/conventional.h"
 #include "tp_launch.h"
 
@@ -22,6 +23,10 @@ std::atomic<bool> g_interrupted{false};
 namespace {
 std::atomic<int> g_signal{0};
 }  // namespace
+
+bool gpu_available() {
+  return gpu_runner_available();
+}
 
 int interrupt_status() {
   return 128 + (g_signal.load() ? g_signal.load() : SIGINT);
@@ -222,6 +227,7 @@ int main(int argc, char** argv) {
   add("tokenize", "the checkpoint's tokenizer and chat template: text <-> ids, prompts",
       add_tokenize);
   add("chat", "interactive chat with the checkpoint's chat template, streaming replies", add_chat);
+  add("serve", "OpenAI-compatible HTTP server over the engine (continuous batching)", add_serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

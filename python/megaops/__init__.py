@@ -1,6 +1,11 @@
 """megaops: dense decoder LLM inference (Llama 3, Qwen 3) from Python.
 
     import megaops
+    llm = megaops.LLM("ckpt/", max_batch=8)        # the engine: requests batched continuously
+    outs = llm.generate(["Hello", "Once upon"], megaops.SamplingParams(max_tokens=32))
+    for piece in llm.stream("Hello", megaops.SamplingParams(max_tokens=32, temperature=0.8)):
+        print(piece.text, end="")
+
     m = megaops.load("ckpt/")                      # weights, tokenizer, chat template
     prompt = m.apply_chat_template([{"role": "user", "content": "Hi"}])
     out = m.generate(prompt, max_new_tokens=32, on_text=print)
@@ -14,9 +19,15 @@ On the GPU (a build with CUDA), the step executor and the executor's kernels on 
     logits = torch.from_dlpack(ex.logits())                     # [batch, vocab] on the GPU
     y = torch.from_dlpack(megaops.cuda_ops.matmul(x_bf16, w_bf16))
 """
-from ._megaops import Executor, Model, cuda_ops, gpu_available, has_cuda, ops
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Iterator, List, Optional, Sequence, Union
 
-__all__ = ["Executor", "Model", "chat", "cuda_ops", "gpu_available", "has_cuda", "load", "ops"]
+from ._megaops import _LLM, Executor, Model, cuda_ops, gpu_available, has_cuda, ops
+
+__all__ = ["CompletionOutput", "Executor", "LLM", "Model", "SamplingParams", "StreamDelta", "chat",
+           "cuda_ops", "gpu_available", "has_cuda", "load", "ops"]
 
 
 def load(path, device="auto", max_context=4096, plan=""):
@@ -32,3 +43,159 @@ def chat(model, messages, extra=None, **generate_options):
     any, as transformers' apply_chat_template(tokenize=True) does."""
     prompt = model.apply_chat_template(messages, True, extra)
     return model.generate(model.encode(prompt, add_special_tokens=False), **generate_options)
+
+
+@dataclass
+class SamplingParams:
+    """One request's sampling and stop conditions (vLLM's names). temperature / top_p / top_k left
+    None take generation_config.json's values when it samples, else greedy; seed None draws a
+    random one (a request with a seed gives the same tokens alone or batched)."""
+    max_tokens: int = 16
+    temperature: Optional[float] = None
+    top_p: Optional[float] = None
+    top_k: Optional[int] = None
+    seed: Optional[int] = None
+    stop: Sequence[str] = ()
+    stop_token_ids: Sequence[int] = ()
+    ignore_eos: bool = False
+
+
+@dataclass
+class CompletionOutput:
+    """A finished request: its prompt ids, generated ids (the EOS or stop token included), text
+    (cut before a stop string), why it ended ("stop", "length", "abort"; stop_reason says "eos",
+    "stop token", "stop string" or "length") and its time to first token."""
+    prompt_token_ids: List[int]
+    token_ids: List[int] = field(default_factory=list)
+    text: str = ""
+    finish_reason: Optional[str] = None
+    stop_reason: str = ""
+    ttft_s: float = -1.0
+
+
+@dataclass
+class StreamDelta:
+    """What one engine step added to a streamed request: new ids, the text that became final, and,
+    on the last one, why it ended."""
+    token_ids: List[int]
+    text: str
+    finish_reason: Optional[str] = None
+
+
+class LLM:
+    """The megaops engine over one checkpoint: requests are batched continuously (up to max_batch
+    decode together, prompts prefilled in chunks beside them) over a paged KV cache of kv_blocks
+    blocks of block_size positions (0: max_batch requests of max_context). device "auto" runs the
+    GPU where there is one, else the fp32 CPU oracle. Several threads may share one LLM."""
+
+    def __init__(self, model: str, device: str = "auto", max_context: int = 4096,
+                 max_batch: int = 8, kv_blocks: int = 0, block_size: int = 16,
+                 max_step_tokens: int = 0, plan: str = ""):
+        self._engine = _LLM(model, device, max_context, max_batch, kv_blocks, block_size,
+                            max_step_tokens, plan)
+        self._outputs = {}  # request id -> outputs of other callers' requests, not yet taken
+        self._dropped = set()  # aborted requests whose last output is still to come
+        self._lock = threading.Lock()  # guards the two above (threads sharing one LLM)
+
+    @property
+    def backend(self) -> str:
+        return self._engine.backend
+
+    def stats(self) -> dict:
+        """Queue depth, running requests, KV blocks used/free, token counters."""
+        return self._engine.stats()
+
+    def _add(self, prompt, params: Optional[SamplingParams]) -> int:
+        p = params or SamplingParams()
+        seed = p.seed if p.seed is not None else int.from_bytes(os.urandom(8), "little")
+        return self._engine.add_request(
+            prompt, p.max_tokens, -1.0 if p.temperature is None else p.temperature,
+            -1 if p.top_k is None else p.top_k, -1.0 if p.top_p is None else p.top_p, seed,
+            list(p.stop), list(p.stop_token_ids), p.ignore_eos)
+
+    def _step(self, rid: int) -> list:
+        """One engine step; keeps every output until its request's caller takes it, and returns
+        (takes) request rid's."""
+        with self._lock:
+            for out in self._engine.step():
+                if out["id"] in self._dropped:
+                    if out["finished"]:
+                        self._dropped.discard(out["id"])
+                    continue
+                self._outputs.setdefault(out["id"], []).append(out)
+            return self._outputs.pop(rid, [])
+
+    def _abort(self, rid: int) -> None:
+        with self._lock:
+            if self._engine.abort(rid):
+                self._dropped.add(rid)
+            self._outputs.pop(rid, None)
+
+    def generate(self, prompts: Union[str, List[int], Sequence[Union[str, List[int]]]],
+                 sampling_params: Union[None, SamplingParams, Sequence[SamplingParams]] = None
+                 ) -> List[CompletionOutput]:
+        """Runs every prompt (a str, tokenized with special tokens, or a list of ids) to its end,
+        batched, and returns one CompletionOutput per prompt in order. sampling_params: one for
+        all, or one per prompt."""
+        single = isinstance(prompts, str) or (
+            isinstance(prompts, list) and prompts and isinstance(prompts[0], int))
+        prompts = [prompts] if single else list(prompts)
+        if sampling_params is None or isinstance(sampling_params, SamplingParams):
+            sampling_params = [sampling_params] * len(prompts)
+        if len(sampling_params) != len(prompts):
+            raise ValueError(f"sampling_params: expected 1 or {len(prompts)}, found "
+                             f"{len(sampling_params)}")
+        ids, results = [], {}
+        try:
+            for prompt, params in zip(prompts, sampling_params):
+                rid = self._add(prompt, params)
+                ids.append(rid)
+                results[rid] = CompletionOutput(prompt_token_ids=self._ids(prompt))
+            pending = list(ids)
+            while pending:
+                for out in self._step(pending[0]) + sum((self._take(r) for r in pending[1:]),
+                                                        []):
+                    self._merge(results[out["id"]], out)
+                    if out["finished"]:
+                        pending.remove(out["id"])
+        except BaseException:
+            for rid in ids:
+                self._abort(rid)
+            raise
+        return [results[rid] for rid in ids]
+
+    def stream(self, prompt: Union[str, List[int]],
+               sampling_params: Optional[SamplingParams] = None) -> Iterator[StreamDelta]:
+        """Yields a StreamDelta each step that adds something to the request, the last one with its
+        finish_reason. Closing the iterator early (break) aborts the request."""
+        rid = self._add(prompt, sampling_params)
+        finished = False
+        try:
+            while not finished:
+                for out in self._step(rid):
+                    if out["finish_reason"] == "error":
+                        raise RuntimeError(out["stop_reason"])
+                    finished = out["finished"]
+                    yield StreamDelta(out["tokens"], out["text"], out["finish_reason"])
+        finally:
+            if not finished:
+                self._abort(rid)
+
+    def _take(self, rid: int) -> list:
+        with self._lock:
+            return self._outputs.pop(rid, [])
+
+    def _ids(self, prompt):
+        return self._engine.encode(prompt) if isinstance(prompt, str) else list(prompt)
+
+    @staticmethod
+    def _merge(result: CompletionOutput, out: dict) -> None:
+        if out["finish_reason"] == "error":
+            raise RuntimeError(out["stop_reason"])
+        result.token_ids += out["tokens"]
+        result.text += out["text"]
+        if out["ttft_s"] >= 0:
+            result.ttft_s = out["ttft_s"]
+        if out["finished"]:
+            result.finish_reason = out["finish_reason"]
+            result.stop_reason = out["stop_reason"]

@@ -183,6 +183,31 @@ TEST(ChatTemplate, RendersLoopControlsNamespaceFiltersAndRaises) {
       {"rec: macro 'f' calls itself"});
 }
 
+// A template is untrusted input: the engine's arithmetic gives HF Jinja's results (Python's
+// floored %) or HF's errors (ZeroDivisionError), never undefined behaviour (the template fuzzer
+// found `{{10%0}}` converting fmod's NaN to an integer); what Python's unbounded integers would
+// hold but int64 cannot is an error too. scripts/patches/llama-cpp-jinja-checked-arithmetic.patch.
+TEST(ChatTemplate, ArithmeticIsCheckedAsInHfJinja) {
+  const nlohmann::ordered_json none = nlohmann::ordered_json::array();
+  const auto render = [&](const std::string& source) {
+    return ChatTemplate::parse(source, "t").render(none, nullptr);
+  };
+  EXPECT_EQ(render("{{ 7 % 3 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ -7 % -3 }}"), "1 2 -2 -1");
+  EXPECT_EQ(render("{{ 7.5 % 2 }} {{ -7.5 % 2 }} {{ 6 / 4 }} {{ 2 * 3 - 10 }}"), "1.5 0.5 1.5 -4");
+  EXPECT_EQ(render("{{ 9223372036854775807 - 1 }} {{ 10 is divisibleby 5 }}"),
+            "9223372036854775806 True");
+  for (const auto& [source, error] : std::vector<std::pair<std::string, std::string>>{
+           {"{{10%0}}", "integer modulo by zero"},
+           {"{{ 10 % (3 - 3) }}", "integer modulo by zero"},
+           {"{{ 10 / 0 }}", "division by zero"},
+           {"{{ 1.5 % 0 }}", "float modulo"},
+           {"{{ 10 is divisibleby 0 }}", "integer modulo by zero"},
+           {"{{ 9223372036854775807 + 1 }}", "integer overflow"},
+           {"{{ 4611686018427387904 * 2 }}", "integer overflow"},
+           {"{{ -(0 - 9223372036854775807 - 1) }}", "integer overflow"}})
+    expect_input_error([&] { render(source); }, {"t: template failed to render", error}, source);
+}
+
 TEST(TokenizerBuilder, WritesFilesTheTokenizerReadsForBothLayouts) {
   struct Case {
     TokenizerFamily family;

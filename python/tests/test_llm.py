@@ -1,0 +1,109 @@
+"""megaops.LLM, the engine from Python, on the fp32 CPU oracle: batched generation gives each
+request the tokens it gets alone (greedy and seeded), per-request sampling parameters, streaming
+pieces that add up to the generated text, an early-closed stream aborts its request (no KV block
+left in use), stop strings, and bad parameters are one ValueError naming the field."""
+import threading
+
+import pytest
+
+import megaops
+
+PROMPTS = ["Hello", "Once upon a time", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
+           "The model writes"]
+
+
+def llm(ckpt, **kw):
+    return megaops.LLM(ckpt, device="cpu", max_context=256, **kw)
+
+
+def params(i, **kw):
+    base = dict(max_tokens=6 + i, ignore_eos=True, temperature=0.0)
+    base.update(kw)
+    return megaops.SamplingParams(**base)
+
+
+def test_batched_generation_matches_each_request_alone(ckpt):
+    sampling = [params(0), params(1, temperature=0.9, seed=7), params(2, temperature=0.8,
+                                                                       top_k=40, seed=3),
+                params(3, temperature=0.7, top_p=0.9, seed=11)]
+    alone = [llm(ckpt, max_batch=1).generate(p, s)[0] for p, s in zip(PROMPTS, sampling)]
+    together = llm(ckpt, max_batch=4, max_step_tokens=8).generate(PROMPTS, sampling)
+    assert [o.token_ids for o in together] == [o.token_ids for o in alone]
+    assert [o.text for o in together] == [o.text for o in alone]
+    for i, o in enumerate(together):
+        assert len(o.token_ids) == 6 + i and o.finish_reason == "length"
+        assert o.ttft_s > 0
+    # The Model API (one request at a time) is a client of the same engine.
+    m = megaops.load(ckpt, device="cpu", max_context=256)
+    assert m.generate(PROMPTS[1], max_new_tokens=7, temperature=0.9, seed=7,
+                      ignore_eos=True)["tokens"] == together[1].token_ids
+
+
+def test_stream_pieces_add_up_and_early_close_aborts(ckpt):
+    engine = llm(ckpt, max_batch=2)
+    p = params(0, max_tokens=12)
+    whole = engine.generate("Hello", p)[0]
+    pieces = list(engine.stream("Hello", p))
+    assert sum((d.token_ids for d in pieces), []) == whole.token_ids
+    assert "".join(d.text for d in pieces) == whole.text
+    assert pieces[-1].finish_reason == "length"
+    assert all(d.finish_reason is None for d in pieces[:-1])
+    it = engine.stream("Hello", megaops.SamplingParams(max_tokens=200, ignore_eos=True))
+    next(it)
+    assert engine.stats()["kv_blocks_used"] > 0
+    it.close()
+    assert engine.stats()["kv_blocks_used"] == 0
+    # The engine runs on: the aborted request's last output is not handed to anyone.
+    assert engine.generate("Hello", p)[0].token_ids == whole.token_ids
+
+
+def test_stop_strings_end_the_text_before_them(ckpt):
+    engine = llm(ckpt)
+    full = engine.generate("The model writes", params(0, max_tokens=30, temperature=0.9,
+                                                        seed=5))[0]
+    text = full.text
+    stop = next((text[i:i + 2] for i in range(len(text) // 2, len(text) - 1)
+                 if text[i:i + 2].isascii() and text[i:i + 2].isprintable()), None)
+    if stop is None:
+        pytest.skip("the random text has no plain stretch to stop on")
+    out = engine.generate("The model writes", params(0, max_tokens=30, temperature=0.9, seed=5,
+                                                       stop=[stop]))[0]
+    assert out.text == text[:text.index(stop)]
+    assert out.finish_reason == "stop" and out.stop_reason == "stop string"
+
+
+def test_threads_share_one_llm(ckpt):
+    engine = llm(ckpt, max_batch=4)
+    want = [engine.generate(p, params(i))[0].token_ids for i, p in enumerate(PROMPTS)]
+    got = [None] * len(PROMPTS)
+
+    def run(i):
+        got[i] = engine.generate(PROMPTS[i], params(i))[0].token_ids
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == want
+    assert engine.stats()["kv_blocks_used"] == 0
+
+
+def test_bad_parameters_name_the_field(ckpt):
+    engine = llm(ckpt, max_batch=2)
+    with pytest.raises(ValueError, match="max_tokens: the context is 256"):
+        engine.generate("Hello", megaops.SamplingParams(max_tokens=1000))
+    with pytest.raises(ValueError, match="temperature"):
+        engine.generate("Hello", megaops.SamplingParams(temperature=-0.5))
+    with pytest.raises(ValueError, match="top_p"):
+        engine.generate("Hello", megaops.SamplingParams(top_p=2.0))
+    with pytest.raises(ValueError, match="prompt"):
+        engine.generate([[1, 100000]])
+    with pytest.raises(ValueError, match="sampling_params: expected 1 or 2"):
+        engine.generate(["a", "b"], [params(0)] * 3)
+    with pytest.raises(ValueError, match="device"):
+        megaops.LLM(ckpt, device="tpu")
+    with pytest.raises(ValueError, match="max_batch"):
+        megaops.LLM(ckpt, device="cpu", max_batch=0)
+    assert engine.stats()["kv_blocks_used"] == 0
+    assert engine.generate("Hello", params(0))[0].finish_reason == "length"

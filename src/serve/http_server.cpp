@@ -1,0 +1,373 @@
+// See http_server.h. cpp-httplib (Debian's libcpp-httplib-dev) is seen by this file only.
+#include "serve/http_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "core/error.h"
+#include "serve/metrics.h"
+
+namespace megaops::serve {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr auto WAIT_SLICE = std::chrono::milliseconds(100);
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+const char* status_text(int status) {
+  switch (status) {
+    case 400:
+      return "bad request";
+    case 404:
+      return "not found";
+    case 405:
+      return "method not allowed";
+    case 408:
+      return "request timeout";
+    case 413:
+      return "payload too large";
+    case 414:
+      return "URI too long";
+    case 431:
+      return "request header fields too large";
+    case 503:
+      return "service unavailable";
+    default:
+      return status >= 500 ? "server error" : "client error";
+  }
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message,
+                const std::string& param = "", const std::string& type = "invalid_request_error") {
+  res.status = status;
+  res.set_content(error_body(status, message, param, type), "application/json");
+}
+
+// The field an engine InputError names: its message starts with "field: ".
+std::string field_of_message(const std::string& message) {
+  const size_t colon = message.find(':');
+  return colon == std::string::npos ? "" : message.substr(0, colon);
+}
+
+// One API request's choices in the engine: their tickets, one channel they all report on, and
+// what each has produced so far.
+struct Choices {
+  ApiRequest request;
+  std::string id, model;
+  int64_t created = 0;
+  int prompt_tokens = 0;
+  std::shared_ptr<RequestChannel> channel = std::make_shared<RequestChannel>();
+  std::vector<uint64_t> tickets;
+  std::map<uint64_t, size_t> index;  // ticket -> choice index
+  std::vector<ChoiceResult> results;
+  std::vector<bool> finished, started;
+  size_t finished_count = 0;
+  std::string failure;  // an error or abort that ended the request
+  int failure_status = 0;
+  bool done() const { return finished_count == results.size() || !failure.empty(); }
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+  AsyncEngine& engine;
+  ServedModel model;
+  ServerOptions options;
+  httplib::Server server;
+  std::thread thread;
+  int port = 0;
+  std::atomic<int> active{0};
+  mutable std::mutex mutex;  // guards rng and responses
+  std::mt19937_64 rng{std::random_device{}()};
+  std::map<int, uint64_t> responses;
+
+  Impl(AsyncEngine& e, ServedModel m, ServerOptions o)
+      : engine(e), model(std::move(m)), options(std::move(o)) {}
+
+  uint64_t random() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return rng();
+  }
+  std::string random_id(const char* prefix) {
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), "%s%016llx", prefix, static_cast<unsigned long long>(random()));
+    return buf;
+  }
+
+  void routes();
+  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  std::shared_ptr<Choices> submit(ApiRequest r, httplib::Response& res);
+  void take(Choices& c, std::vector<RequestOutput> outs, std::string* sse);
+  void abort_all(Choices& c);
+  void respond(Choices& c, httplib::Response& res);
+  void stream(std::shared_ptr<Choices> c, httplib::Response& res);
+};
+
+std::shared_ptr<Choices> HttpServer::Impl::submit(ApiRequest r, httplib::Response& res) {
+  auto c = std::make_shared<Choices>();
+  c->request = std::move(r);
+  const ApiRequest& q = c->request;
+  c->id = random_id(q.chat ? "chatcmpl-" : "cmpl-");
+  c->model = model.name;
+  c->created = unix_now();
+  try {
+    for (const std::vector<int>& prompt : q.prompts) {
+      c->prompt_tokens += static_cast<int>(prompt.size());
+      for (int j = 0; j < q.n; ++j) {
+        RequestParams p = q.params;
+        // Choice j of a seeded request draws with seed + j, so choices differ and a request with
+        // a seed is reproducible; without one each choice gets a random seed (vLLM's behaviour).
+        p.sampling.seed = q.seed_given ? q.params.sampling.seed + j : random();
+        const AsyncEngine::Ticket t = engine.submit(prompt, p, c->channel);
+        c->index[t.id] = c->tickets.size();
+        c->tickets.push_back(t.id);
+      }
+    }
+  } catch (const Unavailable& e) {
+    abort_all(*c);
+    send_error(res, 503, e.what(), "", "service_unavailable");
+    return nullptr;
+  } catch (const InputError& e) {
+    abort_all(*c);
+    send_error(res, 400, e.what(), field_of_message(e.what()));
+    return nullptr;
+  }
+  c->results.resize(c->tickets.size());
+  c->finished.assign(c->tickets.size(), false);
+  c->started.assign(c->tickets.size(), false);
+  return c;
+}
+
+void HttpServer::Impl::abort_all(Choices& c) {
+  for (size_t i = 0; i < c.tickets.size(); ++i)
+    if (i >= c.finished.size() || !c.finished[i]) engine.abort(c.tickets[i]);
+}
+
+// Folds outputs into the choices; with `sse`, appends the events a streamed response sends.
+void HttpServer::Impl::take(Choices& c, std::vector<RequestOutput> outs, std::string* sse) {
+  const auto event = [&](const json& j) {
+    if (sse) *sse += "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+  };
+  for (RequestOutput& o : outs) {
+    const auto it = c.index.find(o.id);
+    if (it == c.index.end() || !c.failure.empty()) continue;
+    const size_t i = it->second;
+    if (c.finished[i]) continue;
+    if (o.finish_reason == FinishReason::Error || o.finish_reason == FinishReason::Abort) {
+      c.failure = o.finish_reason == FinishReason::Error
+                      ? "the request failed: " + o.stop_reason
+                      : "the request was aborted: the server is shutting down";
+      c.failure_status = o.finish_reason == FinishReason::Error ? 500 : 503;
+      if (sse)
+        *sse += "data: " + error_body(c.failure_status, c.failure, "", "server_error") + "\n\n";
+      continue;
+    }
+    ChoiceResult& r = c.results[i];
+    r.text += o.text;
+    r.completion_tokens = o.completion_tokens;
+    const std::string reason = o.finished ? finish_reason_name(o.finish_reason) : "";
+    if (!o.text.empty() || !reason.empty() || !c.started[i])
+      event(stream_chunk(c.request, c.id, c.created, c.model, static_cast<int>(i), o.text, reason,
+                         !c.started[i]));
+    c.started[i] = true;
+    if (o.finished) {
+      r.finish_reason = reason;
+      c.finished[i] = true;
+      ++c.finished_count;
+    }
+  }
+  if (!c.failure.empty()) abort_all(c);
+  if (sse && c.done()) {
+    if (c.failure.empty() && c.request.include_usage) {
+      int completion = 0;
+      for (const ChoiceResult& r : c.results) completion += r.completion_tokens;
+      event(usage_chunk(c.request, c.id, c.created, c.model, c.prompt_tokens, completion));
+    }
+    *sse += "data: [DONE]\n\n";
+  }
+}
+
+void HttpServer::Impl::respond(Choices& c, httplib::Response& res) {
+  while (!c.done()) take(c, c.channel->wait(WAIT_SLICE), nullptr);
+  if (!c.failure.empty()) {
+    send_error(res, c.failure_status, c.failure, "", "server_error");
+    return;
+  }
+  res.set_content(
+      completion_response(c.request, c.id, c.created, c.model, c.results, c.prompt_tokens)
+          .dump(-1, ' ', false, json::error_handler_t::replace),
+      "application/json");
+}
+
+void HttpServer::Impl::stream(std::shared_ptr<Choices> c, httplib::Response& res) {
+  ++active;
+  auto ended = std::make_shared<std::atomic<bool>>(false);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, c](size_t, httplib::DataSink& sink) {
+        if (c->done()) {
+          sink.done();
+          return true;
+        }
+        std::string sse;
+        take(*c, c->channel->wait(WAIT_SLICE), &sse);
+        // A failed write is a client that went away: false ends the response, and the releaser
+        // aborts what is still running.
+        if (!sse.empty() && !sink.write(sse.data(), sse.size())) return false;
+        if (c->done()) sink.done();
+        return true;
+      },
+      [this, c, ended](bool) {
+        if (ended->exchange(true)) return;
+        abort_all(*c);
+        --active;
+      });
+}
+
+void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  if (!engine.admitting()) {
+    send_error(res, 503, "the server is shutting down", "", "service_unavailable");
+    return;
+  }
+  ApiRequest r;
+  try {
+    r = parse_request(req.body, chat, model);
+  } catch (const ApiError& e) {
+    res.status = e.status;
+    res.set_content(error_body(e), "application/json");
+    return;
+  }
+  std::shared_ptr<Choices> c = submit(std::move(r), res);
+  if (!c) return;
+  if (c->request.stream) {
+    stream(std::move(c), res);
+    return;
+  }
+  ++active;
+  try {
+    respond(*c, res);
+  } catch (...) {
+    abort_all(*c);
+    --active;
+    throw;
+  }
+  --active;
+}
+
+void HttpServer::Impl::routes() {
+  server.Post("/v1/completions",
+              [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, false); });
+  server.Post("/v1/chat/completions",
+              [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, true); });
+  server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& s) {
+    s.set_content(models_response(model, unix_now()).dump(), "application/json");
+  });
+  server.Get("/health", [this](const httplib::Request&, httplib::Response& s) {
+    if (!engine.admitting())
+      send_error(s, 503, "the server is shutting down", "", "service_unavailable");
+  });
+  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& s) {
+    std::map<int, uint64_t> counts;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      counts = responses;
+    }
+    s.set_content(prometheus_text(engine.stats(), counts, model.name), "text/plain; version=0.0.4");
+  });
+  // Statuses httplib sets itself (404 no route, 413 body too large, 400 unreadable request...)
+  // get the same JSON error body as the handlers' own.
+  server.set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const httplib::Request& q, httplib::Response& s) {
+        if (!s.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message = status_text(s.status);
+        if (s.status == 404) message = "no route for " + q.method + " " + q.path;
+        if (s.status == 413)
+          message = "the body is larger than " + std::to_string(options.max_body_bytes) + " bytes";
+        s.set_content(error_body(s.status, message), "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  server.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& s, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        send_error(s, 500, what, "", "server_error");
+      });
+  server.set_logger([this](const httplib::Request&, const httplib::Response& s) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++responses[s.status];
+  });
+}
+
+HttpServer::HttpServer(AsyncEngine& engine, ServedModel model, ServerOptions options)
+    : impl_(std::make_unique<Impl>(engine, std::move(model), std::move(options))) {
+  const int threads = impl_->options.http_threads;
+  impl_->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  impl_->server.set_payload_max_length(impl_->options.max_body_bytes);
+  // SO_REUSEADDR only: a restart may bind over connections in TIME_WAIT, but a second server on a
+  // port in use must fail (httplib's default SO_REUSEPORT would let both listen and split the
+  // connections between them).
+  impl_->server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<void*>(&yes), sizeof(yes));
+  });
+  impl_->routes();
+}
+
+HttpServer::~HttpServer() {
+  stop();
+}
+
+void HttpServer::start() {
+  Impl& m = *impl_;
+  const bool bound = m.options.port == 0 ? (m.port = m.server.bind_to_any_port(m.options.host)) > 0
+                                         : m.server.bind_to_port(m.options.host, m.options.port);
+  if (!bound)
+    throw Error("serve: cannot listen on " + m.options.host + ":" + std::to_string(m.options.port) +
+                " (in use, or not an address of this host)");
+  if (m.options.port != 0) m.port = m.options.port;
+  m.thread = std::thread([&m] { m.server.listen_after_bind(); });
+}
+
+int HttpServer::port() const {
+  return impl_->port;
+}
+
+int HttpServer::active_responses() const {
+  return impl_->active.load();
+}
+
+void HttpServer::stop() {
+  if (!impl_->thread.joinable()) return;
+  impl_->server.stop();
+  impl_->thread.join();
+}
+
+std::string HttpServer::metrics_text() const {
+  std::map<int, uint64_t> counts;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    counts = impl_->responses;
+  }
+  return prometheus_text(impl_->engine.stats(), counts, impl_->model.name);
+}
+
+}  // namespace megaops::serve

@@ -1,0 +1,420 @@
+// See openai_api.h.
+#include "serve/openai_api.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "io/tokenizer_files.h"
+
+namespace megaops::serve {
+
+using json = nlohmann::ordered_json;
+
+std::string error_body(int status, const std::string& message, const std::string& param,
+                       const std::string& type) {
+  json e = {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"code", status}};
+  return json{{"error", e}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string error_body(const ApiError& e) {
+  return error_body(e.status, e.what(), e.param, e.type);
+}
+
+namespace {
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::number_float:
+      return "a number";
+    default:
+      return "an integer";
+  }
+}
+
+[[noreturn]] void bad(const std::string& field, const std::string& message) {
+  throw ApiError(400, field, field + ": " + message);
+}
+
+[[noreturn]] void wrong_type(const std::string& field, const char* expected, const json& v) {
+  bad(field, std::string("expected ") + expected + ", found " + type_name(v));
+}
+
+// The field's value, or null when absent.
+const json& field_of(const json& body, const char* name) {
+  static const json null_value;
+  auto it = body.find(name);
+  return it == body.end() ? null_value : *it;
+}
+
+int64_t int_field(const json& v, const std::string& name, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) wrong_type(name, "an integer", v);
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
+    bad(name, "expected " + std::to_string(lo) + ".." + std::to_string(hi) + ", found " + v.dump());
+  const int64_t x =
+      v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>();
+  if (x < lo || x > hi)
+    bad(name, "expected " + std::to_string(lo) + ".." + std::to_string(hi) + ", found " +
+                  std::to_string(x));
+  return x;
+}
+
+double number_field(const json& v, const std::string& name) {
+  if (!v.is_number()) wrong_type(name, "a number", v);
+  const double x = v.get<double>();
+  if (!std::isfinite(x)) bad(name, "expected a finite number");
+  return x;
+}
+
+bool bool_field(const json& v, const std::string& name) {
+  if (!v.is_boolean()) wrong_type(name, "a boolean", v);
+  return v.get<bool>();
+}
+
+std::vector<int> token_array(const json& v, const std::string& name, int vocab) {
+  std::vector<int> ids;
+  for (size_t i = 0; i < v.size(); ++i)
+    ids.push_back(static_cast<int>(
+        int_field(v[i], name + "[" + std::to_string(i) + "]", 0, std::max(vocab - 1, 0))));
+  return ids;
+}
+
+bool is_token_array(const json& v) {
+  return v.is_array() && !v.empty() && v[0].is_number_integer();
+}
+
+std::vector<std::vector<int>> parse_prompts(const json& v, const ServedModel& m) {
+  const auto encode = [&](const json& s, const std::string& name) {
+    if (!m.text) bad(name, "text prompts need the checkpoint's tokenizer; send token ids");
+    try {
+      return m.text->tokenizer().encode(s.get<std::string>(), true);
+    } catch (const InputError& e) {
+      bad(name, e.what());
+    }
+  };
+  std::vector<std::vector<int>> prompts;
+  if (v.is_null()) bad("prompt", "required");
+  if (v.is_string()) {
+    prompts.push_back(encode(v, "prompt"));
+  } else if (is_token_array(v)) {
+    prompts.push_back(token_array(v, "prompt", m.vocab_size));
+  } else if (v.is_array() && !v.empty()) {
+    if (v.size() > static_cast<size_t>(MAX_CHOICES))
+      bad("prompt", "expected at most " + std::to_string(MAX_CHOICES) + " prompts, found " +
+                        std::to_string(v.size()));
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string name = "prompt[" + std::to_string(i) + "]";
+      if (v[i].is_string())
+        prompts.push_back(encode(v[i], name));
+      else if (is_token_array(v[i]))
+        prompts.push_back(token_array(v[i], name, m.vocab_size));
+      else
+        wrong_type(name, "a string or an array of token ids", v[i]);
+    }
+  } else {
+    wrong_type("prompt", "a string, an array of strings or an array of token ids", v);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i)
+    if (prompts[i].empty()) bad("prompt", "tokenizes to no tokens");
+  return prompts;
+}
+
+// Chat messages as the template takes them: content parts of type "text" joined into one string.
+json normalised_messages(const json& v) {
+  if (!v.is_array()) wrong_type("messages", "an array", v);
+  if (v.empty()) bad("messages", "expected at least one message");
+  json out = json::array();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!v[i].is_object()) wrong_type(at, "an object", v[i]);
+    json msg = v[i];
+    const json& role = field_of(msg, "role");
+    if (!role.is_string()) wrong_type(at + ".role", "a string", role);
+    static const char* roles[] = {"system", "developer", "user", "assistant", "tool"};
+    if (std::none_of(std::begin(roles), std::end(roles),
+                     [&](const char* r) { return role.get<std::string>() == r; }))
+      bad(at + ".role", "expected system, developer, user, assistant or tool, found '" +
+                            role.get<std::string>() + "'");
+    json& content = msg["content"];
+    if (content.is_array()) {
+      std::string text;
+      for (size_t j = 0; j < content.size(); ++j) {
+        const std::string part = at + ".content[" + std::to_string(j) + "]";
+        const json& p = content[j];
+        if (!p.is_object() || field_of(p, "type") != "text" || !field_of(p, "text").is_string())
+          bad(part, "expected {\"type\": \"text\", \"text\": ...} (only text is supported)");
+        text += p["text"].get<std::string>();
+      }
+      content = text;
+    } else if (!content.is_string() && !content.is_null()) {
+      wrong_type(at + ".content", "a string, an array of text parts or null", content);
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+std::vector<int> chat_prompt(const json& body, const ServedModel& m) {
+  if (!m.text || !m.text->has_chat_template())
+    throw ApiError(400, "messages",
+                   "messages: this model has no chat template; use /v1/completions");
+  const json messages = normalised_messages(field_of(body, "messages"));
+  json extra = json::object();
+  const json& kwargs = field_of(body, "chat_template_kwargs");
+  if (!kwargs.is_null()) {
+    if (!kwargs.is_object()) wrong_type("chat_template_kwargs", "an object", kwargs);
+    extra = kwargs;
+  }
+  for (const char* name : {"tools", "documents"}) {
+    const json& v = field_of(body, name);
+    if (!v.is_null()) extra[name] = v;
+  }
+  try {
+    const std::string text = m.text->render_chat(messages, true, extra);
+    std::vector<int> ids = m.text->tokenizer().encode(text, false);
+    if (ids.empty()) bad("messages", "the chat template renders no tokens");
+    return ids;
+  } catch (const InputError& e) {
+    bad("messages", e.what());
+  }
+}
+
+// Parameters megaops does not implement: refused when set to anything but their no-op value.
+void refuse_unsupported(const json& body, bool chat) {
+  const auto set = [&](const char* name) {
+    const json& v = field_of(body, name);
+    return !(v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
+             (v.is_number() && v.get<double>() == 0) || (v.is_object() && v.empty()) ||
+             (v.is_string() && v.get<std::string>().empty()));
+  };
+  for (const char* name : {"logprobs", "top_logprobs", "echo", "suffix", "logit_bias",
+                           "presence_penalty", "frequency_penalty", "tool_choice"})
+    if (set(name)) bad(name, "not supported by this server");
+  const json& best_of = field_of(body, "best_of");
+  if (!best_of.is_null() && !(best_of.is_number_integer() && best_of.get<int64_t>() == 1))
+    bad("best_of", "not supported by this server (only 1)");
+  const json& format = field_of(body, "response_format");
+  if (!format.is_null() && !(format.is_object() && field_of(format, "type") == "text"))
+    bad("response_format", "only {\"type\": \"text\"} is supported");
+  (void)chat;
+}
+
+void parse_sampling(const json& body, const ServedModel& m, ApiRequest& r) {
+  // Not given: generation_config.json's value when it has one, else OpenAI's default (vLLM's
+  // rule); checked as the engine checks it.
+  const GenerationConfig* g = m.text ? &m.text->generation() : nullptr;
+  SamplingParams& s = r.params.sampling;
+  const json& t = field_of(body, "temperature");
+  s.temperature = t.is_null() ? (g ? g->temperature.value_or(1.0f) : 1.0f)
+                              : static_cast<float>(number_field(t, "temperature"));
+  if (s.temperature < 0) bad("temperature", "expected >= 0, found " + t.dump());
+  const json& p = field_of(body, "top_p");
+  s.top_p = p.is_null() ? (g ? g->top_p.value_or(1.0f) : 1.0f)
+                        : static_cast<float>(number_field(p, "top_p"));
+  if (!(s.top_p > 0 && s.top_p <= 1)) bad("top_p", "expected a value in (0, 1], found " + p.dump());
+  const json& k = field_of(body, "top_k");
+  s.top_k = k.is_null() ? (g ? g->top_k.value_or(0) : 0)
+                        : static_cast<int>(int_field(k, "top_k", -1, m.vocab_size));
+  if (s.top_k < 0) s.top_k = 0;  // vLLM's -1: off
+  const json& seed = field_of(body, "seed");
+  if (!seed.is_null()) {
+    r.seed_given = true;
+    s.seed = static_cast<uint64_t>(int_field(seed, "seed", std::numeric_limits<int64_t>::min(),
+                                             std::numeric_limits<int64_t>::max()));
+  }
+}
+
+void parse_stops(const json& body, const ServedModel& m, ApiRequest& r) {
+  const json& stop = field_of(body, "stop");
+  if (stop.is_string()) {
+    r.params.stop.push_back(stop.get<std::string>());
+  } else if (stop.is_array()) {
+    for (size_t i = 0; i < stop.size(); ++i) {
+      if (!stop[i].is_string()) wrong_type("stop[" + std::to_string(i) + "]", "a string", stop[i]);
+      r.params.stop.push_back(stop[i].get<std::string>());
+    }
+  } else if (!stop.is_null()) {
+    wrong_type("stop", "a string or an array of strings", stop);
+  }
+  for (const std::string& s : r.params.stop)
+    if (s.empty()) bad("stop", "expected non-empty strings");
+  if (!r.params.stop.empty() && !m.text)
+    bad("stop", "stop strings need the checkpoint's tokenizer");
+  const json& ids = field_of(body, "stop_token_ids");
+  if (!ids.is_null()) {
+    if (!ids.is_array()) wrong_type("stop_token_ids", "an array of token ids", ids);
+    r.params.stop_token_ids = token_array(ids, "stop_token_ids", m.vocab_size);
+  }
+  const json& ignore = field_of(body, "ignore_eos");
+  if (!ignore.is_null()) r.params.ignore_eos = bool_field(ignore, "ignore_eos");
+}
+
+// max_tokens against the context and the KV cache: vLLM's message, naming the field at fault.
+void check_lengths(const json& given, const std::string& name, const ServedModel& m,
+                   ApiRequest& r) {
+  size_t longest = 0;
+  for (const auto& p : r.prompts) longest = std::max(longest, p.size());
+  const int cap = std::min(m.max_context, m.kv_positions);
+  const std::string prompt_field = r.chat ? "messages" : "prompt";
+  if (static_cast<int64_t>(longest) >= cap)
+    bad(prompt_field, "this model's maximum context length is " + std::to_string(cap) +
+                          " tokens, but the prompt has " + std::to_string(longest) +
+                          " (at least one must be left to generate)");
+  if (given.is_null()) {
+    // Completions: OpenAI's 16; chat: what the context leaves, as vLLM does.
+    r.params.max_tokens = r.chat ? cap - static_cast<int>(longest) : 16;
+    r.params.max_tokens = std::min(r.params.max_tokens, cap - static_cast<int>(longest));
+    return;
+  }
+  r.params.max_tokens =
+      static_cast<int>(int_field(given, name, 1, std::numeric_limits<int>::max()));
+  const int64_t total = static_cast<int64_t>(longest) + r.params.max_tokens;
+  if (total > cap)
+    bad(name, "this model's maximum context length is " + std::to_string(cap) + " tokens, but " +
+                  std::to_string(total) + " were asked for (" + std::to_string(longest) +
+                  " in the " + prompt_field + ", " + std::to_string(r.params.max_tokens) +
+                  " in the completion)");
+}
+
+}  // namespace
+
+ApiRequest parse_request(const std::string& text, bool chat, const ServedModel& m) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::exception& e) {
+    throw ApiError(400, "", std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!body.is_object()) throw ApiError(400, "", "expected a JSON object as the body");
+  ApiRequest r;
+  r.chat = chat;
+  const json& model = field_of(body, "model");
+  if (!model.is_null()) {
+    if (!model.is_string()) wrong_type("model", "a string", model);
+    r.model = model.get<std::string>();
+    if (r.model != m.name &&
+        std::find(m.aliases.begin(), m.aliases.end(), r.model) == m.aliases.end())
+      throw ApiError(
+          404, "model",
+          "The model '" + r.model + "' does not exist; this server serves '" + m.name + "'",
+          "NotFoundError");
+  }
+  refuse_unsupported(body, chat);
+  if (chat)
+    r.prompts.push_back(chat_prompt(body, m));
+  else
+    r.prompts = parse_prompts(field_of(body, "prompt"), m);
+  const json& n = field_of(body, "n");
+  if (!n.is_null()) r.n = static_cast<int>(int_field(n, "n", 1, MAX_CHOICES));
+  if (r.n * r.prompts.size() > static_cast<size_t>(MAX_CHOICES))
+    bad("n", "expected at most " + std::to_string(MAX_CHOICES) + " choices in all, found " +
+                 std::to_string(r.n * r.prompts.size()));
+  const json& stream = field_of(body, "stream");
+  if (!stream.is_null()) r.stream = bool_field(stream, "stream");
+  const json& options = field_of(body, "stream_options");
+  if (!options.is_null()) {
+    if (!r.stream) bad("stream_options", "only allowed with stream: true");
+    if (!options.is_object()) wrong_type("stream_options", "an object", options);
+    const json& usage = field_of(options, "include_usage");
+    if (!usage.is_null()) r.include_usage = bool_field(usage, "stream_options.include_usage");
+  }
+  parse_sampling(body, m, r);
+  parse_stops(body, m, r);
+  const bool completion_tokens = chat && !field_of(body, "max_completion_tokens").is_null();
+  const char* name = completion_tokens ? "max_completion_tokens" : "max_tokens";
+  check_lengths(field_of(body, name), name, m, r);
+  return r;
+}
+
+namespace {
+
+json usage(int prompt_tokens, int completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+json head(const ApiRequest& r, const std::string& id, int64_t created, const std::string& model,
+          bool chunk) {
+  const char* object =
+      r.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  return {{"id", id}, {"object", object}, {"created", created}, {"model", model}};
+}
+
+}  // namespace
+
+json completion_response(const ApiRequest& r, const std::string& id, int64_t created,
+                         const std::string& model, const std::vector<ChoiceResult>& choices,
+                         int prompt_tokens) {
+  json out = head(r, id, created, model, false);
+  json list = json::array();
+  int completion_tokens = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceResult& c = choices[i];
+    completion_tokens += c.completion_tokens;
+    json choice = {{"index", i}};
+    if (r.chat)
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else
+      choice["text"] = c.text;
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = c.finish_reason;
+    list.push_back(std::move(choice));
+  }
+  out["choices"] = std::move(list);
+  out["usage"] = usage(prompt_tokens, completion_tokens);
+  return out;
+}
+
+json stream_chunk(const ApiRequest& r, const std::string& id, int64_t created,
+                  const std::string& model, int index, const std::string& text,
+                  const std::string& finish_reason, bool first) {
+  json out = head(r, id, created, model, true);
+  json choice = {{"index", index}};
+  if (r.chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || finish_reason.empty()) delta["content"] = text;
+    choice["delta"] = std::move(delta);
+  } else {
+    choice["text"] = text;
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish_reason.empty() ? json(nullptr) : json(finish_reason);
+  out["choices"] = json::array({std::move(choice)});
+  if (r.include_usage) out["usage"] = nullptr;
+  return out;
+}
+
+json usage_chunk(const ApiRequest& r, const std::string& id, int64_t created,
+                 const std::string& model, int prompt_tokens, int completion_tokens) {
+  json out = head(r, id, created, model, true);
+  out["choices"] = json::array();
+  out["usage"] = usage(prompt_tokens, completion_tokens);
+  return out;
+}
+
+json models_response(const ServedModel& m, int64_t created) {
+  json model = {{"id", m.name},
+                {"object", "model"},
+                {"created", created},
+                {"owned_by", "megaops"},
+                {"max_model_len", m.max_context}};
+  return {{"object", "list"}, {"data", json::array({model})}};
+}
+
+}  // namespace megaops::serve

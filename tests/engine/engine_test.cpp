@@ -1,0 +1,350 @@
+// The engine over the CPU runner (fp32 oracle, paged KV cache): a request's tokens are the same
+// alone, beside others joining and leaving at every step, and whatever its prompt's chunking;
+// seeded sampling too; KV blocks are freed on finish and abort, requests queue when blocks run
+// out (and are preempted and recomputed without changing their tokens), what can never fit is
+// refused naming the field, and stop strings are never emitted.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "engine/engine_test_util.h"
+#include "reference/ops.h"
+#include "test_util.h"
+
+namespace megaops {
+namespace {
+
+using testing::Finished;
+using testing::prompt_ids;
+using testing::run_to_end;
+using testing::tiny_engine;
+
+// Adds one request and runs the engine until it has no work.
+template <typename Prompt>
+Finished run_one(Engine& e, const Prompt& prompt, const RequestParams& params) {
+  const uint64_t id = e.add_request(prompt, params);
+  return run_to_end(e)[id];
+}
+
+// Awkward prompt lengths: one token, shorter than a block, across several blocks.
+const std::vector<int> LENGTHS = {1, 7, 16, 17, 33, 50};
+
+RequestParams greedy(int max_tokens) {
+  RequestParams p;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+// Each prompt alone in an engine of its own.
+std::vector<std::vector<int>> alone(const std::vector<RequestParams>& params) {
+  std::vector<std::vector<int>> out;
+  for (size_t i = 0; i < LENGTHS.size(); ++i) {
+    auto e = tiny_engine();
+    const uint64_t id = e->add_request(prompt_ids(LENGTHS[i], static_cast<int>(i)), params[i]);
+    out.push_back(run_to_end(*e)[id].tokens);
+  }
+  return out;
+}
+
+// The same prompts in one engine, request i joining after `i * stagger` steps, under a small
+// token budget and prefill chunk, so prompt chunks and decode rows of others share steps.
+std::vector<std::vector<int>> together(const std::vector<RequestParams>& params, int chunk,
+                                       int budget, int stagger) {
+  CpuRunnerOptions ro;
+  ro.max_decode_rows = 4;
+  EngineOptions eo;
+  eo.max_step_tokens = budget;
+  eo.max_prefill_chunk = chunk;
+  auto e = tiny_engine(ro, eo);
+  std::vector<uint64_t> ids;
+  std::map<uint64_t, Finished> got;
+  size_t next = 0;
+  for (int step = 0; next < LENGTHS.size() || e->has_work(); ++step) {
+    while (next < LENGTHS.size() && step >= static_cast<int>(next) * stagger) {
+      ids.push_back(
+          e->add_request(prompt_ids(LENGTHS[next], static_cast<int>(next)), params[next]));
+      ++next;
+    }
+    for (const RequestOutput& o : e->step())
+      got[o.id].tokens.insert(got[o.id].tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+  }
+  EXPECT_EQ(e->stats().kv_blocks_used, 0);
+  std::vector<std::vector<int>> out;
+  for (uint64_t id : ids) out.push_back(got[id].tokens);
+  return out;
+}
+
+TEST(Engine, PagedOracleMatchesTheContiguousOne) {
+  // Greedy tokens of the paged runner equal those of ref::Model with its contiguous cache.
+  const auto w = testing::tiny_weights();
+  for (size_t i = 0; i < LENGTHS.size(); ++i) {
+    const std::vector<int> prompt = prompt_ids(LENGTHS[i], static_cast<int>(i));
+    ref::Model m(*w, 256);
+    std::vector<float> logits = m.forward(prompt);
+    std::vector<int> want;
+    for (int t = 0; t < 8; ++t) {
+      const int vocab = w->cfg.vocab_size;
+      want.push_back(ref::argmax(logits.data() + logits.size() - vocab, vocab));
+      logits = m.forward({want.back()});
+    }
+    auto e = tiny_engine();
+    const uint64_t id = e->add_request(prompt, greedy(8));
+    EXPECT_EQ(run_to_end(*e)[id].tokens, want) << "prompt of " << LENGTHS[i];
+  }
+}
+
+TEST(Engine, GreedyTokensAreTheSameAloneBatchedAndChunked) {
+  std::vector<RequestParams> params;
+  for (size_t i = 0; i < LENGTHS.size(); ++i) params.push_back(greedy(5 + static_cast<int>(i)));
+  const auto want = alone(params);
+  for (const auto& [chunk, budget, stagger] :
+       std::vector<std::tuple<int, int, int>>{{0, 64, 0}, {1, 8, 1}, {5, 13, 2}, {16, 40, 3}}) {
+    EXPECT_EQ(together(params, chunk, budget, stagger), want)
+        << "chunk " << chunk << ", budget " << budget << ", stagger " << stagger;
+  }
+}
+
+TEST(Engine, SeededSamplingIsTheSameAloneAndBatched) {
+  std::vector<RequestParams> params;
+  for (size_t i = 0; i < LENGTHS.size(); ++i) {
+    RequestParams p = greedy(9);
+    p.sampling = {0.9f, i % 2 ? 40 : 0, i % 3 ? 0.95f : 1.0f, 1000 + i};
+    params.push_back(p);
+  }
+  const auto want = alone(params);
+  EXPECT_EQ(together(params, 4, 12, 1), want);
+  // Different seeds give different draws (the tokens above are not all greedy's).
+  std::vector<RequestParams> greedy_params;
+  for (size_t i = 0; i < LENGTHS.size(); ++i) greedy_params.push_back(greedy(9));
+  EXPECT_NE(alone(greedy_params), want);
+}
+
+TEST(Engine, RequestsJoinAndLeaveEveryStep) {
+  CpuRunnerOptions ro;
+  ro.max_decode_rows = 8;
+  auto e = tiny_engine(ro);
+  std::map<uint64_t, int> want_len;
+  std::map<uint64_t, int> got_len;
+  int finished_total = 0;
+  for (int step = 0; step < 40 && (step < 12 || e->has_work()); ++step) {
+    if (step < 12) {
+      const int n = 1 + step % 5;
+      want_len[e->add_request(prompt_ids(3 + step, step), greedy(n))] = n;
+    }
+    int finished = 0;
+    for (const RequestOutput& o : e->step()) {
+      got_len[o.id] += static_cast<int>(o.new_tokens.size());
+      if (o.finished) {
+        ++finished;
+        EXPECT_EQ(o.finish_reason, FinishReason::Length);
+        EXPECT_EQ(o.completion_tokens, want_len[o.id]);
+      }
+    }
+    finished_total += finished;
+    const EngineStats s = e->stats();
+    EXPECT_LE(s.running, 8);
+    EXPECT_EQ(s.kv_blocks_used + s.kv_blocks_free, s.kv_blocks_total);
+  }
+  EXPECT_EQ(got_len, want_len);
+  EXPECT_EQ(finished_total, 12);
+  const EngineStats s = e->stats();
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.running + s.waiting, 0);
+  EXPECT_EQ(s.finished_total.at("length"), 12u);
+  EXPECT_EQ(s.ttft_s.count, 12u);
+  EXPECT_GT(s.generation_tokens_total, 12u);
+}
+
+TEST(Engine, AbortFreesBlocksAtOnce) {
+  auto e = tiny_engine();
+  const uint64_t a = e->add_request(prompt_ids(40, 1), greedy(50));
+  const uint64_t b = e->add_request(prompt_ids(20, 2), greedy(6));
+  std::vector<int> b_tokens;
+  for (int i = 0; i < 3; ++i)
+    for (const RequestOutput& o : e->step())
+      if (o.id == b) b_tokens.insert(b_tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+  const int used = e->stats().kv_blocks_used;
+  ASSERT_GE(used, 4);  // 40 + 20 positions in blocks of 16
+  EXPECT_TRUE(e->abort(a));
+  EXPECT_FALSE(e->abort(a));
+  EXPECT_FALSE(e->abort(12345));
+  EXPECT_EQ(e->stats().kv_blocks_used, 2);  // b's 22 positions
+  const auto got = run_to_end(*e);
+  EXPECT_EQ(got.at(a).reason, FinishReason::Abort);
+  EXPECT_EQ(got.at(b).reason, FinishReason::Length);
+  EXPECT_EQ(b_tokens.size() + got.at(b).tokens.size(), 6u);
+  EXPECT_EQ(e->stats().kv_blocks_used, 0);
+  EXPECT_EQ(e->stats().finished_total.at("abort"), 1u);
+  // A request aborted while still queued never runs.
+  const uint64_t c = e->add_request(prompt_ids(5, 3), greedy(4));
+  EXPECT_TRUE(e->abort(c));
+  const auto queued = run_to_end(*e);
+  EXPECT_TRUE(queued.at(c).tokens.empty());
+  EXPECT_EQ(queued.at(c).reason, FinishReason::Abort);
+}
+
+TEST(Engine, RequestsQueueWhenBlocksRunOutAndKeepTheirTokens) {
+  std::vector<RequestParams> params;
+  for (size_t i = 0; i < LENGTHS.size(); ++i) params.push_back(greedy(12));
+  const auto want = alone(params);
+  // 8 blocks of 8 positions: the longest request (50 + 12) needs all of them, so the others wait
+  // for it or are preempted by the older ones as their contexts grow.
+  CpuRunnerOptions ro;
+  ro.block_size = 8;
+  ro.kv_blocks = 8;
+  ro.max_decode_rows = 6;
+  auto e = tiny_engine(ro);
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < LENGTHS.size(); ++i)
+    ids.push_back(e->add_request(prompt_ids(LENGTHS[i], static_cast<int>(i)), params[i]));
+  int max_waiting = 0;
+  std::map<uint64_t, std::vector<int>> got;
+  while (e->has_work()) {
+    for (const RequestOutput& o : e->step())
+      got[o.id].insert(got[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
+    max_waiting = std::max(max_waiting, e->stats().waiting);
+    EXPECT_LE(e->stats().kv_blocks_used, 8);
+  }
+  EXPECT_GT(max_waiting, 0);
+  EXPECT_GT(e->stats().preemptions_total, 0u);
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(got[ids[i]], want[i]) << "request " << i;
+  EXPECT_EQ(e->stats().kv_blocks_used, 0);
+}
+
+TEST(Engine, RefusesWhatCanNeverFit) {
+  CpuRunnerOptions ro;
+  ro.max_context = 64;
+  ro.block_size = 8;
+  ro.kv_blocks = 4;
+  auto e = tiny_engine(ro);
+  testing::expect_input_error([&] { e->add_request(prompt_ids(60, 0), greedy(5)); },
+                              {"max_tokens", "context is 64", "60 prompt tokens + 5"});
+  testing::expect_input_error([&] { e->add_request(prompt_ids(30, 0), greedy(5)); },
+                              {"max_tokens", "need 5 KV blocks, the cache has 4"});
+  testing::expect_input_error([&] { e->add_request(std::vector<int>{}, greedy(5)); }, {"prompt"});
+  testing::expect_input_error(
+      [&] {
+        e->add_request(std::vector<int>{1, 512}, greedy(5));
+      },
+      {"prompt", "512", "vocabulary"});
+  testing::expect_input_error([&] { e->add_request(prompt_ids(3, 0), greedy(0)); },
+                              {"max_tokens: expected >= 1"});
+  RequestParams p = greedy(3);
+  p.sampling.temperature = -1;
+  testing::expect_input_error([&] { e->add_request(prompt_ids(3, 0), p); }, {"temperature"});
+  p = greedy(3);
+  p.sampling.top_p = 0;
+  testing::expect_input_error([&] { e->add_request(prompt_ids(3, 0), p); }, {"top_p"});
+  p = greedy(3);
+  p.stop = {""};
+  testing::expect_input_error([&] { e->add_request(prompt_ids(3, 0), p); }, {"stop"});
+  EXPECT_FALSE(e->has_work());
+  // What fits exactly runs.
+  const uint64_t id = e->add_request(prompt_ids(27, 0), greedy(5));
+  EXPECT_EQ(run_to_end(*e)[id].tokens.size(), 5u);
+}
+
+TEST(Engine, StopStringsAreNeverEmitted) {
+  auto e = tiny_engine();
+  RequestParams p = greedy(40);
+  p.sampling = {0.9f, 0, 1.0f, 5};
+  const std::string full = run_one(*e, std::string("The model writes"), p).text;
+  ASSERT_GE(full.size(), 8u) << full;
+  // Stop strings of 1 to 4 printable ASCII characters from the second half of the text (the
+  // random model's text holds stray bytes, shown as U+FFFD, which make poor stop strings).
+  int tried = 0;
+  for (size_t len = 1; len <= 4; ++len) {
+    size_t at = full.size() / 2;
+    const auto plain = [&](size_t i) {
+      for (size_t j = i; j < i + len; ++j)
+        if (j >= full.size() || full[j] < 0x20 || full[j] > 0x7e) return false;
+      return true;
+    };
+    while (at < full.size() && !plain(at)) ++at;
+    if (at >= full.size()) continue;
+    const std::string stop = full.substr(at, len);
+    RequestParams ps = p;
+    ps.stop = {"never-in-the-text", stop};
+    const uint64_t id = e->add_request(std::string("The model writes"), ps);
+    std::string streamed;
+    bool finished = false;
+    while (e->has_work())
+      for (const RequestOutput& o : e->step()) {
+        streamed += o.text;
+        EXPECT_EQ(o.text.find(stop), std::string::npos) << "a delta holds the stop string";
+        if (o.finished) {
+          EXPECT_EQ(o.finish_reason, FinishReason::Stop);
+          EXPECT_EQ(o.stop_reason, "stop string");
+          finished = o.id == id;
+        }
+      }
+    EXPECT_TRUE(finished);
+    EXPECT_EQ(streamed, full.substr(0, full.find(stop))) << "stop '" << stop << "'";
+    ++tried;
+  }
+  EXPECT_GT(tried, 0);
+}
+
+TEST(Engine, EndsAtEosAndStopTokens) {
+  auto e = tiny_engine({}, EngineOptions{});
+  const auto first = run_one(*e, prompt_ids(5, 9), greedy(6)).tokens;
+  ASSERT_EQ(first.size(), 6u);
+  RequestParams p = greedy(6);
+  p.stop_token_ids = {first[2]};
+  const auto stopped = run_one(*e, prompt_ids(5, 9), p);
+  EXPECT_EQ(stopped.reason, FinishReason::Stop);
+  EXPECT_EQ(stopped.stop_reason, "stop token");
+  EXPECT_EQ(stopped.tokens,
+            std::vector<int>(first.begin(), std::find(first.begin(), first.end(), first[2]) + 1));
+  // The engine's EOS ids end a request unless it ignores EOS.
+  EngineOptions eo;
+  eo.eos_token_ids = {first[1]};
+  auto eos = tiny_engine({}, eo);
+  RequestParams q = greedy(6);
+  q.ignore_eos = false;
+  const auto ended = run_one(*eos, prompt_ids(5, 9), q);
+  EXPECT_EQ(ended.stop_reason, "eos");
+  EXPECT_EQ(ended.tokens.back(), first[1]);
+  EXPECT_EQ(run_one(*eos, prompt_ids(5, 9), greedy(6)).tokens, first);
+}
+
+TEST(Engine, WithoutATokenizerRunsIdsOnly) {
+  auto e = tiny_engine({}, {}, /*with_text=*/false);
+  const auto got = run_one(*e, prompt_ids(4, 0), greedy(3));
+  EXPECT_EQ(got.tokens.size(), 3u);
+  EXPECT_TRUE(got.text.empty());
+  RequestParams p = greedy(3);
+  p.stop = {"x"};
+  testing::expect_input_error([&] { e->add_request(prompt_ids(4, 0), p); }, {"stop", "tokenizer"});
+  testing::expect_input_error([&] { e->add_request(std::string("hi"), greedy(3)); }, {"prompt"});
+}
+
+// The runner refuses a malformed step naming the field; the engine turns a failed step into
+// "error" endings for the step's requests and frees their blocks.
+TEST(Engine, MalformedStepsAreErrorsNotUndefinedBehaviour) {
+  CpuRunnerOptions ro;
+  ro.max_context = 64;
+  ro.kv_blocks = 4;
+  CpuModelRunner runner(testing::tiny_weights(), ro);
+  RunnerSeq s;
+  s.tokens = {1, 2, 3};
+  s.block_table = {7};
+  testing::expect_input_error([&] { runner.run({s}); }, {"seqs[0].block_table[0]", "block 7"});
+  s.block_table = {};
+  testing::expect_input_error([&] { runner.run({s}); }, {"seqs[0].block_table", "cover"});
+  s.block_table = {0};
+  s.start_pos = 62;
+  testing::expect_input_error([&] { runner.run({s}); }, {"seqs[0].start_pos", "[62, 65)"});
+  s.start_pos = 0;
+  s.tokens = {1, 9999};
+  testing::expect_input_error([&] { runner.run({s}); }, {"seqs[0].tokens", "9999"});
+  s.tokens = {1};
+  testing::expect_input_error([&] { runner.run({s, s}); }, {"seqs[1].request_id", "twice"});
+  s.sample = true;
+  EXPECT_EQ(runner.run({s}).size(), 1u);
+}
+
+}  // namespace
+}  // namespace megaops

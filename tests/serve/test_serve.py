@@ -1,0 +1,295 @@
+"""`megaops serve` driven by the official openai client on the CPU oracle: completions and chat,
+streamed and not, give the engine's tokens (the CLI's for the same prompt); 16 concurrent streams
+each get what they get alone; a stream closed mid-way frees its KV blocks; n, stop, max_tokens,
+temperature and seed behave as OpenAI's API says; bad requests get a 4xx with a JSON error naming
+the field, interleaved with good ones that still succeed; SIGTERM drains and exits 0."""
+import json
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import CLI, Server
+
+openai = pytest.importorskip("openai")
+
+PROMPTS = ["Hello", "Once upon a time", "The model writes", "A", "Tell me a story about a cat",
+           "1, 2, 3,", "Why is the sky blue?", "Lorem ipsum dolor sit amet"]
+
+
+def post(url, body, raw=False):
+    """(status, parsed JSON body) of a POST, errors included."""
+    data = body if raw else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+    except urllib.error.URLError as e:  # the server is gone
+        return None, {"error": {"message": str(e)}}
+
+
+def metrics(server):
+    with urllib.request.urlopen(server.url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'^(\w+)\{([^}]*)\} (\S+)$', line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+            key = m.group(1) + "".join(f"[{k}={v}]" for k, v in sorted(labels.items())
+                                       if k != "model_name")
+            out[key] = float(m.group(3))
+    return out
+
+
+def wait_idle(server, timeout=20):
+    """Polls /metrics until no request runs or waits and no KV block is in use."""
+    deadline = time.time() + timeout
+    while True:
+        m = metrics(server)
+        if (m["megaops_num_requests_running"] == 0 and m["megaops_num_requests_waiting"] == 0
+                and m["megaops_kv_blocks_used"] == 0):
+            return m
+        assert time.time() < deadline, m
+        time.sleep(0.05)
+
+
+def greedy(client, prompt, max_tokens=12, **kw):
+    return client.completions.create(model="tiny", prompt=prompt, max_tokens=max_tokens,
+                                     temperature=0, extra_body={"ignore_eos": True}, **kw)
+
+
+def test_models_and_health(server, client):
+    assert [m.id for m in client.models.list().data] == ["tiny"]
+    with urllib.request.urlopen(server.url + "/health", timeout=30) as r:
+        assert r.status == 200
+
+
+def test_a_port_in_use_is_an_error(ckpt, server):
+    port = server.url.rsplit(":", 1)[1]
+    out = subprocess.run([CLI, "serve", "--model", ckpt, "--cpu", "--port", port],
+                         capture_output=True, timeout=60)
+    assert out.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr.decode()
+
+
+def test_completion_is_the_cli_generation(ckpt, client):
+    out = greedy(client, "The model writes", max_tokens=16)
+    cli = subprocess.run([CLI, "generate", "--model", ckpt, "--cpu", "--prompt",
+                          "The model writes", "--max-new-tokens", "16", "--ignore-eos"],
+                         capture_output=True, check=True).stdout.decode()
+    assert out.choices[0].text + "\n" == cli
+    assert out.choices[0].finish_reason == "length"
+    ids = subprocess.run([CLI, "tokenize", "--model", ckpt, "--text", "The model writes"],
+                         capture_output=True, check=True).stdout.decode().strip().split(",")
+    assert out.usage.prompt_tokens == len(ids)
+    assert out.usage.completion_tokens == 16
+    assert out.usage.total_tokens == len(ids) + 16
+
+
+def test_streaming_gives_the_same_text(client):
+    for kw in [dict(temperature=0), dict(temperature=0.9, seed=5)]:
+        whole = client.completions.create(model="tiny", prompt="Hello", max_tokens=20,
+                                          extra_body={"ignore_eos": True}, **kw)
+        chunks = list(client.completions.create(model="tiny", prompt="Hello", max_tokens=20,
+                                                stream=True, extra_body={"ignore_eos": True},
+                                                **kw))
+        assert "".join(c.choices[0].text for c in chunks) == whole.choices[0].text
+        assert chunks[-1].choices[0].finish_reason == "length"
+
+
+def test_chat(ckpt, client, tmp_path):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    out = client.chat.completions.create(model="tiny", messages=messages, max_tokens=10,
+                                         temperature=0, extra_body={"ignore_eos": True})
+    (tmp_path / "m.json").write_text(json.dumps(messages))
+    ids = subprocess.run([CLI, "tokenize", "--model", ckpt, "--chat", str(tmp_path / "m.json")],
+                         capture_output=True, check=True).stdout.decode().strip().split(",")
+    assert out.usage.prompt_tokens == len(ids)
+    assert out.choices[0].message.role == "assistant"
+    assert out.choices[0].finish_reason == "length" and out.usage.completion_tokens == 10
+    stream = client.chat.completions.create(model="tiny", messages=messages, max_tokens=10,
+                                            temperature=0, stream=True,
+                                            stream_options={"include_usage": True},
+                                            extra_body={"ignore_eos": True})
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == out.choices[0].message.content
+    assert chunks[-1].usage.completion_tokens == 10 and not chunks[-1].choices
+    # Content given as text parts renders the same prompt.
+    parts = [{"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+             {"role": "user", "content": [{"type": "text", "text": "H"}, {"type": "text",
+                                                                           "text": "i"}]}]
+    again = client.chat.completions.create(model="tiny", messages=parts, max_tokens=10,
+                                           temperature=0, extra_body={"ignore_eos": True})
+    assert again.choices[0].message.content == out.choices[0].message.content
+
+
+def test_16_concurrent_streams(server, client):
+    prompts = [PROMPTS[i % len(PROMPTS)] + " " * (i // len(PROMPTS)) for i in range(16)]
+    alone = [greedy(client, p, max_tokens=24).choices[0].text for p in prompts]
+    got = [None] * 16
+    errors = []
+
+    def run(i):
+        try:
+            s = client.completions.create(model="tiny", prompt=prompts[i], max_tokens=24,
+                                          temperature=0, stream=True,
+                                          extra_body={"ignore_eos": True})
+            got[i] = "".join(c.choices[0].text for c in s)
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert got == alone
+    wait_idle(server)
+
+
+def test_cancel_mid_stream_frees_blocks(server, client):
+    before = metrics(server)
+    stream = client.completions.create(model="tiny", prompt="Hello", max_tokens=900,
+                                       temperature=0.8, stream=True,
+                                       extra_body={"ignore_eos": True})
+    it = iter(stream)
+    for _ in range(3):
+        next(it)
+    assert metrics(server)["megaops_kv_blocks_used"] > 0
+    stream.close()
+    after = wait_idle(server)
+    assert after["megaops_kv_blocks_used"] == 0
+    aborted = "megaops_request_success_total[finished_reason=abort]"
+    assert after[aborted] == before[aborted] + 1
+    # Generated far fewer than 900 tokens: the request stopped when the client went away.
+    assert (after["megaops_generation_tokens_total"]
+            - before["megaops_generation_tokens_total"]) < 900
+
+
+def test_n_stop_max_tokens_temperature_seed(client):
+    kw = dict(model="tiny", prompt="Once upon a time", max_tokens=16, temperature=0.9,
+              extra_body={"ignore_eos": True})
+    a = client.completions.create(n=3, seed=42, **kw)
+    b = client.completions.create(n=3, seed=42, **kw)
+    assert [c.index for c in a.choices] == [0, 1, 2]
+    texts = [c.text for c in a.choices]
+    assert texts == [c.text for c in b.choices]  # a seed reproduces every choice
+    assert len(set(texts)) == 3  # choices draw with seeds of their own
+    assert a.usage.completion_tokens == 48
+    # Choice i draws with seed + i.
+    assert client.completions.create(seed=43, **kw).choices[0].text == texts[1]
+    # Greedy is deterministic with or without a seed.
+    g = [greedy(client, "Once upon a time", max_tokens=16).choices[0].text for _ in range(2)]
+    assert g[0] == g[1]
+    # max_tokens bounds the completion.
+    short = greedy(client, "Once upon a time", max_tokens=3)
+    assert short.usage.completion_tokens == 3 and short.choices[0].finish_reason == "length"
+    # A stop string ends the text before it.
+    text = g[0]
+    stop = next((text[i:i + 2] for i in range(len(text) // 2, len(text) - 1)
+                 if text[i:i + 2].isascii() and text[i:i + 2].isprintable()), None)
+    if stop is not None:
+        out = greedy(client, "Once upon a time", max_tokens=16, stop=[stop, "zzzz-never"])
+        assert out.choices[0].text == text[:text.index(stop)]
+        assert out.choices[0].finish_reason == "stop"
+
+
+BAD = [
+    (b'{"prompt": "Hello", "max_tokens": ', 400, None),
+    ({"model": "gpt-4", "prompt": "Hello"}, 404, "model"),
+    ({"prompt": "Hello", "max_tokens": "ten"}, 400, "max_tokens"),
+    ({"prompt": "Hello", "max_tokens": -1}, 400, "max_tokens"),
+    ({"prompt": "Hello", "max_tokens": 10 ** 12}, 400, "max_tokens"),
+    ({"prompt": "Hello", "max_tokens": 1020}, 400, "max_tokens"),
+    ({"prompt": "x " * 1100, "max_tokens": 4}, 400, "prompt"),
+    ({"prompt": "Hello", "temperature": "hot"}, 400, "temperature"),
+    ({"prompt": "Hello", "temperature": -1}, 400, "temperature"),
+    ({"prompt": "Hello", "top_p": 2}, 400, "top_p"),
+    ({"prompt": "Hello", "n": 0}, 400, "n"),
+    ({"prompt": "Hello", "stream": "yes"}, 400, "stream"),
+    ({"prompt": "Hello", "stop": [""]}, 400, "stop"),
+    ({"prompt": "Hello", "stop": 5}, 400, "stop"),
+    ({"prompt": "Hello", "logprobs": 3}, 400, "logprobs"),
+    ({"prompt": [1, 2, 99999]}, 400, "prompt[2]"),
+    ({"prompt": 42}, 400, "prompt"),
+    ({"max_tokens": 4}, 400, "prompt"),
+    ([1, 2], 400, None),
+]
+
+
+def test_bad_inputs_are_4xx_and_the_server_keeps_serving(server, client):
+    url = server.url + "/v1/completions"
+    for body, status, param in BAD:
+        got, err = post(url, body, raw=isinstance(body, bytes))
+        assert got == status, (body, err)
+        assert err["error"]["param"] == param, (body, err)
+        assert err["error"]["message"], body
+        # A good request right after each bad one.
+        assert greedy(client, "Hello", max_tokens=2).usage.completion_tokens == 2
+    chat = server.url + "/v1/chat/completions"
+    for body, param in [({"messages": "hi"}, "messages"),
+                        ({"messages": []}, "messages"),
+                        ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
+                        ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+                        ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
+                         "max_tokens")]:
+        got, err = post(chat, body)
+        assert got == 400 and err["error"]["param"] == param, (body, err)
+    # An oversized body (over the default 4 MiB): 413 with a JSON body.
+    got, err = post(url, b'{"prompt": "' + b"a" * (5 << 20) + b'"}', raw=True)
+    assert got == 413 and "larger than" in err["error"]["message"]
+    # The client raises the matching errors.
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model="tiny", prompt="Hello", max_tokens=-5)
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="nope", prompt="Hello")
+    assert greedy(client, "Hello", max_tokens=2).usage.completion_tokens == 2
+    wait_idle(server)
+
+
+def test_sigterm_drains_running_requests_and_exits_zero(slow_ckpt):
+    s = Server(slow_ckpt, "--max-batch", "2", "--max-context", "1024", "--drain-seconds", "60")
+    client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    stream = client.completions.create(model="slow", prompt="Hello", max_tokens=600,
+                                       temperature=0.8, stream=True,
+                                       extra_body={"ignore_eos": True})
+    it = iter(stream)
+    first = next(it)
+    s.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    status, err = post(s.url + "/v1/completions", {"prompt": "Hello", "max_tokens": 2})
+    refused = status == 503 and "shutting down" in err["error"]["message"]
+    rest = list(it)
+    # The running request finished in full: every token, then its finish reason.
+    assert rest[-1].choices[0].finish_reason == "length"
+    assert len([first] + rest) >= 2
+    assert sum(1 for c in [first] + rest if c.choices[0].text) <= 600
+    assert s.stop() == 0, "".join(s.log)
+    assert "serve: draining 1 running" in "".join(s.log)
+    assert refused, (status, err)
+
+
+def test_drain_deadline_aborts_what_is_left(slow_ckpt):
+    s = Server(slow_ckpt, "--max-batch", "2", "--max-context", "1024", "--drain-seconds", "0")
+    client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    stream = client.completions.create(model="slow", prompt="Hello", max_tokens=1000,
+                                       temperature=0.8, stream=True,
+                                       extra_body={"ignore_eos": True})
+    it = iter(stream)
+    next(it)
+    s.proc.send_signal(signal.SIGTERM)
+    with pytest.raises(openai.APIError, match="shutting down"):
+        list(it)
+    assert s.stop() == 0, "".join(s.log)
+    assert "aborting 1 requests" in "".join(s.log)

@@ -1,0 +1,201 @@
+// `megaops serve`: an OpenAI-compatible HTTP server (src/serve/http_server.h) over the engine
+// (include/megaops/engine.h), on the GPU runner or, with --cpu or without a GPU, on the CPU
+// oracle. SIGTERM or SIGINT closes admission (new requests get 503), lets the running requests
+// finish within --drain-seconds, aborts what is left, and exits 0.
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "commands.h"
+#include "core/error.h"
+#include "engine/async_engine.h"
+#include "engine/cpu_runner.h"
+#include "engine/gpu_runner.h"
+#include "io/tokenizer_files.h"
+#include "models/checkpoint.h"
+#include "plan_flags.h"
+#include "serve/http_server.h"
+
+namespace megaops::cli {
+
+namespace {
+
+struct ServeOpts {
+  std::string model, host = "127.0.0.1", plan_file, served_name;
+  int port = 8000, max_batch = 8, max_context = 4096, kv_blocks = 0, block_size = 16;
+  int max_step_tokens = 0, max_prefill_chunk = 0, http_threads = 128;
+  double drain_seconds = 30;
+  size_t max_body_bytes = size_t{4} << 20;
+  bool cpu = false;
+};
+
+void check_options(const ServeOpts& o) {
+  const auto at_least = [](const char* name, int64_t v, int64_t lo) {
+    if (v < lo)
+      throw_input_error(name, "",
+                        "expected >= " + std::to_string(lo) + ", found " + std::to_string(v));
+  };
+  at_least("--port", o.port, 0);
+  if (o.port > 65535) throw_input_error("--port", "", "expected 0..65535");
+  at_least("--max-batch", o.max_batch, 1);
+  if (o.max_batch > 256) throw_input_error("--max-batch", "", "expected 1..256");
+  at_least("--max-context", o.max_context, 2);
+  at_least("--kv-blocks", o.kv_blocks, 0);
+  at_least("--block-size", o.block_size, 1);
+  at_least("--max-step-tokens", o.max_step_tokens, 0);
+  at_least("--max-prefill-chunk", o.max_prefill_chunk, 0);
+  at_least("--http-threads", o.http_threads, 2);
+  if (!(o.drain_seconds >= 0)) throw_input_error("--drain-seconds", "", "expected >= 0");
+  if (o.max_body_bytes < 1024) throw_input_error("--max-body-bytes", "", "expected >= 1024");
+  if (o.cpu && !o.plan_file.empty())
+    throw_input_error("--plan", "", "cannot be combined with --cpu (the CPU oracle runs no plan)");
+}
+
+// The runner and how it is named on stderr.
+std::unique_ptr<ModelRunner> make_serve_runner(const ServeOpts& o, const Checkpoint& ckpt,
+                                               int max_context, std::string* label) {
+  if (!o.cpu && gpu_available()) {
+    // Today's GPU runner adapts the step executor: whole prompts, one request a step, its own
+    // contiguous cache (engine/gpu_runner.h). The flags that shape a paged cache or chunk
+    // prompts would make every request fail there, so they are refused up front.
+    for (const auto& [name, given] : {std::pair{"--max-step-tokens", o.max_step_tokens != 0},
+                                      std::pair{"--max-prefill-chunk", o.max_prefill_chunk != 0},
+                                      std::pair{"--kv-blocks", o.kv_blocks != 0},
+                                      std::pair{"--block-size", o.block_size != 16}})
+      if (given)
+        throw_input_error(name, "",
+                          "not supported by the GPU runner yet (it runs whole prompts over the "
+                          "step executor's own cache); use --cpu or leave it out");
+    const Plan plan = o.plan_file.empty() ? default_plan(o.max_batch) : read_plan_file(o.plan_file);
+    GpuRunnerOptions g;
+    g.max_context = max_context;
+    g.max_batch = o.max_batch;
+    g.plan = &plan;
+    g.plan_origin = o.plan_file.empty() ? plan.source : o.plan_file;
+    g.label = describe(plan);
+    g.progress = [&](size_t d, size_t t) { print_progress("loading " + o.model, d, t); };
+    *label = "GPU, " + describe(plan);
+    return make_gpu_runner(ckpt, g);
+  }
+  if (!o.plan_file.empty()) read_plan_file(o.plan_file);  // checked, not run
+  CpuRunnerOptions c;
+  c.max_context = max_context;
+  c.block_size = o.block_size;
+  c.kv_blocks = o.kv_blocks;
+  c.max_decode_rows = o.max_batch;
+  c.max_step_tokens = o.max_step_tokens;
+  *label = "CPU oracle, fp32";
+  return std::make_unique<CpuModelRunner>(ckpt, c);
+}
+
+// Waits for SIGTERM / SIGINT, then drains: admission closes, running requests get the deadline,
+// what is left is aborted, and the responses in flight are given a moment to be written.
+void serve_until_signal(AsyncEngine& engine, serve::HttpServer& server, double drain_seconds) {
+  while (!g_interrupted) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  engine.close_admission();
+  const EngineStats s = engine.stats();
+  std::fprintf(stderr, "serve: draining %d running and %d waiting requests (at most %.0f s)\n",
+               s.running, s.waiting, drain_seconds);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(drain_seconds));
+  if (!engine.drain(deadline)) {
+    const EngineStats left = engine.stats();
+    std::fprintf(stderr, "serve: drain deadline passed; aborting %d requests\n",
+                 left.running + left.waiting);
+    engine.abort_all();
+    engine.drain(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  }
+  const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (server.active_responses() > 0 && std::chrono::steady_clock::now() < grace)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  server.stop();
+  std::fprintf(stderr, "serve: stopped\n");
+}
+
+}  // namespace
+
+Runner add_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeOpts>();
+  app.add_option("--model", o->model, "Hugging Face checkpoint directory")->required();
+  app.add_option("--host", o->host, "address to listen on (default 127.0.0.1)");
+  app.add_option("--port", o->port, "port to listen on (default 8000; 0: any free port)");
+  add_plan_option(app, o->plan_file);
+  app.add_flag("--cpu", o->cpu, "run on the fp32 CPU oracle even if a GPU is present");
+  app.add_option("--max-batch", o->max_batch, "most requests decoded together (default 8)");
+  app.add_option("--max-context", o->max_context,
+                 "positions per request: prompt + max_tokens (default 4096, at most the model's)");
+  app.add_option("--kv-blocks", o->kv_blocks,
+                 "KV cache blocks (default 0: --max-batch requests of --max-context)");
+  app.add_option("--block-size", o->block_size, "positions per KV block (default 16)");
+  app.add_option("--max-step-tokens", o->max_step_tokens,
+                 "token budget of one engine step, prompt chunks and decode rows (default: the "
+                 "runner's)");
+  app.add_option("--max-prefill-chunk", o->max_prefill_chunk,
+                 "most prompt tokens of one request in a step (default: the budget)");
+  app.add_option("--served-model-name", o->served_name,
+                 "the name clients send as \"model\" (default: the directory's name)");
+  app.add_option("--drain-seconds", o->drain_seconds,
+                 "on SIGTERM, how long running requests get to finish (default 30)");
+  app.add_option("--max-body-bytes", o->max_body_bytes,
+                 "largest request body accepted (default 4 MiB; larger: 413)");
+  app.add_option("--http-threads", o->http_threads,
+                 "connections served at once (default 128; a stream holds one to its end)");
+  return [o]() {
+    check_options(*o);
+    // A client gone mid-stream makes a write fail; without this the write would kill the server.
+    std::signal(SIGPIPE, SIG_IGN);
+    const Checkpoint ckpt = Checkpoint::open(o->model);
+    std::unique_ptr<CheckpointText> text;
+    if (std::filesystem::exists(std::filesystem::path(o->model) / "tokenizer.json"))
+      text = std::make_unique<CheckpointText>(CheckpointText::open(o->model));
+    else
+      std::fprintf(stderr, "serve: %s has no tokenizer.json: token-id prompts only, no chat\n",
+                   o->model.c_str());
+    const int max_context = std::min(o->max_context, ckpt.config().max_position_embeddings);
+    std::string label;
+    std::unique_ptr<ModelRunner> runner = make_serve_runner(*o, ckpt, max_context, &label);
+    const KvCacheGeometry kv = runner->kv_geometry();
+    EngineOptions eo;
+    eo.max_running = o->max_batch;
+    eo.max_step_tokens = o->max_step_tokens;
+    eo.max_prefill_chunk = o->max_prefill_chunk;
+    if (text) eo.eos_token_ids = text->eos_token_ids();
+    for (int e : ckpt.config().eos_token_ids)
+      if (std::find(eo.eos_token_ids.begin(), eo.eos_token_ids.end(), e) == eo.eos_token_ids.end())
+        eo.eos_token_ids.push_back(e);
+    const int decode_rows = runner->max_decode_rows();
+    AsyncEngine engine(std::make_unique<Engine>(std::move(runner), text.get(), eo));
+
+    serve::ServedModel model;
+    const std::string dir_name =
+        std::filesystem::path(o->model).lexically_normal().filename().string();
+    model.name = !o->served_name.empty() ? o->served_name : dir_name.empty() ? o->model : dir_name;
+    model.aliases = {o->model};
+    model.text = text.get();
+    model.max_context = max_context;
+    model.kv_positions = kv.num_blocks * kv.block_size;
+    model.vocab_size = ckpt.config().vocab_size;
+    serve::ServerOptions so;
+    so.host = o->host;
+    so.port = o->port;
+    so.max_body_bytes = o->max_body_bytes;
+    so.http_threads = o->http_threads;
+    serve::HttpServer server(engine, model, so);
+    server.start();
+    std::fprintf(stderr,
+                 "serve: '%s' on the %s: %d requests a step, context %d, %d KV blocks of %d\n",
+                 model.name.c_str(), label.c_str(), std::min(decode_rows, o->max_batch),
+                 max_context, kv.num_blocks, kv.block_size);
+    std::fprintf(stderr, "serve: listening on http://%s:%d\n", o->host.c_str(), server.port());
+    serve_until_signal(engine, server, o->drain_seconds);
+    return 0;
+  };
+}
+
+}  // namespace megaops::cli
