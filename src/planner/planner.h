@@ -54,6 +54,12 @@ struct CostModel {
   double overlap_tile_us = 0.3;    // per tile of an overlap region: acquire wait + release signal
   double persistent_region_us = 1.8;
   double persistent_tile_us = 0.2;  // per tile of a persistent region: scheduler + semaphores
+  // What one CTA slot of a persistent region streams, bytes/us: its matmul tasks consume their
+  // weight ring stage after stage with one CTA's warps (kernels/persistent_region_ops.cuh), far
+  // below the streaming kernel's three CTAs an SM. Measured (H100, 2026-12-07,
+  // bench/results/2026-12-07-s31-persistent): a whole llama3.1-8b step as one region at two CTAs
+  // an SM moved 1.97 TB/s over 132 SMs, 15 KB/us an SM (the chain: 2.92 TB/s).
+  double persistent_worker_bytes_per_us = 15e3;
   double dynamic_tile_us = 0.1;     // per tile under a dynamic split: work-queue atomics
   // How the overlap executor synchronises: false = per tile (the design), true = per tensor (the
   // executor as it is: a consumer waits for its producer's whole output). overlap_handoff_us is

@@ -271,6 +271,10 @@ TileGraph build_tile_graph(const OpGraph& g, const std::vector<Region>& regions,
         task.weight_bytes = static_cast<double>(op.weight_bytes + op.kv_bytes) * frac;
         task.input_bytes = static_cast<double>(op.act_in_bytes) * frac + fold.bytes;
         task.output_bytes = fold.out_bytes * frac;
+        // A persistent region's CTA streams at most persistent_worker_bytes_per_us.
+        if (b == Backend::Persistent && cost.persistent_worker_bytes_per_us > 0)
+          task.compute_us = std::max(task.compute_us, (task.weight_bytes + task.input_bytes) /
+                                                          cost.persistent_worker_bytes_per_us);
         task.launch_deps = {launch};
         if (wait >= 0)  // PDL: griddepcontrol.wait covers every input (the chain of grids)
           task.data_deps = {wait};
