@@ -74,6 +74,19 @@ int64_t OpGraph::total_tiles() const {
   return s;
 }
 
+OpGraph remove_op_range(const OpGraph& g, int begin, int count) {
+  OpGraph t = g;
+  t.ops.clear();
+  for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
+    if (i >= begin && i < begin + count) continue;
+    Op o = g.ops[static_cast<size_t>(i)];
+    for (OpInput& in : o.inputs)
+      if (in.producer >= begin) in.producer -= count;
+    t.ops.push_back(std::move(o));
+  }
+  return t;
+}
+
 int find_op(const OpGraph& g, const std::string& name, int layer) {
   for (size_t i = 0; i < g.ops.size(); ++i)
     if (g.ops[i].name == name && g.ops[i].layer == layer) return static_cast<int>(i);

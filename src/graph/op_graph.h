@@ -202,6 +202,10 @@ std::vector<int64_t> input_tiles(const OpGraph& g, int consumer, int input_index
 // (its last rows when the consumer has fewer rows, as the LM head after a prefill chunk).
 int64_t producer_row_block(const OpGraph& g, int consumer, int input_index, int64_t rb);
 
+// g without ops [begin, begin + count) (whole layers of a layered graph: what the planners simulate
+// of a step truncated to its first layers), the later ops' inputs renumbered by `count`.
+OpGraph remove_op_range(const OpGraph& g, int begin, int count);
+
 // Index of the op with this name and layer, or -1.
 int find_op(const OpGraph& g, const std::string& name, int layer);
 

@@ -73,16 +73,7 @@ OpGraph first_layers(const OpGraph& g, int k) {
     if (g.ops[i].layer == 1 && second < 0) second = i;
   }
   const int per = second - first, keep_end = first + k * per, shift = (layers - k) * per;
-  OpGraph t = g;
-  t.ops.clear();
-  for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
-    if (i >= keep_end && i < keep_end + shift) continue;
-    Op o = g.ops[i];
-    for (OpInput& in : o.inputs)
-      if (in.producer >= keep_end) in.producer -= shift;
-    t.ops.push_back(std::move(o));
-  }
-  return t;
+  return remove_op_range(g, keep_end, shift);
 }
 
 int layer_count(const OpGraph& g) {

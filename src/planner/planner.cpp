@@ -269,15 +269,7 @@ struct Planner {
     const int ops_per_layer = rg.groups[p + q].first_op - first_layer_op;
     const int keep_end = first_layer_op + k * ops_per_layer;
     const int shift = (rg.repeats - k) * ops_per_layer;
-    OpGraph t = g;
-    t.ops.clear();
-    for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
-      if (i >= keep_end && i < keep_end + shift) continue;
-      Op o = g.ops[i];
-      for (OpInput& in : o.inputs)
-        if (in.producer >= keep_end) in.producer -= shift;
-      t.ops.push_back(std::move(o));
-    }
+    OpGraph t = remove_op_range(g, keep_end, shift);
     RegionGraph r;
     r.prefix = p;
     r.period = q;

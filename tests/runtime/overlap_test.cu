@@ -318,7 +318,7 @@ TEST(Overlap, RandomDelays) {
 // chain: the PDL chain at W = 1 (ExecutorOptions::overlap_pdl_chain) with counter waits, where
 // the sampler waits on the LM head's counter although both are on one stream.
 [[noreturn]] void run_dropped_signal(bool chain = false) {
-  try {
+  exit_with_error_message([chain] {
     const ModelConfig cfg = preset_config("tiny-llama3");
     ExecutorOptions o = overlap_options(1, 32, chain);
     o.overlap_watchdog_ms = 500;
@@ -327,13 +327,7 @@ TEST(Overlap, RandomDelays) {
     ConventionalExecutor ex(cfg, random_filler(1), o);
     ex.prefill({{1, 2, 3}});
     ex.decode_step();
-    std::fprintf(stderr, "the dropped signal was not reported\n");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    std::fflush(stderr);
-    _exit(3);
-  }
-  _exit(1);
+  });
 }
 
 // (f) a lost signal becomes a DeviceError naming the waiting op within 5 s.

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -94,6 +97,20 @@ inline void expect_same(const Trace& conv, const Trace& ovl, const std::string& 
     else
       EXPECT_LE(err, 1e-3) << what << " step " << s;
   }
+}
+
+// A death test's child (the watchdog's trap leaves the CUDA context unusable): runs `body`, which
+// should throw the watchdog's DeviceError; exits 3 with its message on stderr, 1 if nothing threw.
+[[noreturn]] inline void exit_with_error_message(const std::function<void()>& body) {
+  try {
+    body();
+    std::fprintf(stderr, "the dropped signal was not reported\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::fflush(stderr);
+    _exit(3);
+  }
+  _exit(1);
 }
 
 }  // namespace megaops::overlap_testing

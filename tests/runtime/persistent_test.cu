@@ -216,7 +216,7 @@ TEST(PersistentRegionsErrors, RefusedOpNamesRegionAndOp) {
 // leaves folded ops out), or one of a later layer's waiting behind it (whichever wait started
 // first), trips the watchdog; exits 3 with the message on stderr.
 [[noreturn]] void run_region_dropped_signal() {
-  try {
+  exit_with_error_message([] {
     const ModelConfig cfg = preset_config("tiny-llama3");
     ExecutorOptions o = overlap_options(1, 32, true);
     o.overlap_watchdog_ms = 300;
@@ -225,22 +225,17 @@ TEST(PersistentRegionsErrors, RefusedOpNamesRegionAndOp) {
     ConventionalExecutor ex(cfg, random_filler(1), o);
     ex.prefill({{1, 2, 3}});
     ex.decode_step();
-    std::fprintf(stderr, "the dropped signal was not reported\n");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    std::fflush(stderr);
-    _exit(3);
-  }
-  _exit(1);
+  });
 }
 
 TEST(PersistentRegionsDeathTest, WatchdogNamesRegionOpAndTile) {
   MEGAOPS_REQUIRE_SM90();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_EXIT(run_region_dropped_signal(), ::testing::ExitedWithCode(3),
-              "watchdog: op 'layer [0-9]+ attention' tile [0-9]+ waited for count >= .* in persistent "
-              "region 0 \\(from 'embedding'\\)");
+  EXPECT_EXIT(
+      run_region_dropped_signal(), ::testing::ExitedWithCode(3),
+      "watchdog: op 'layer [0-9]+ attention' tile [0-9]+ waited for count >= .* in persistent "
+      "region 0 \\(from 'embedding'\\)");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 10.0);
