@@ -14,6 +14,7 @@
 #include "models/model_config.h"
 #include "models/step_graph.h"
 #include "reference/model.h"
+#include "reference/ref_weights.h"
 #include "runtime/conventional.h"
 
 namespace megaops {
@@ -23,27 +24,10 @@ using testing::rel_error;
 
 // Reference weights equal to what the executor holds: the random preset values rounded to bf16.
 ref::Weights bf16_reference_weights(const ModelConfig& cfg, uint64_t seed) {
-  ref::Weights w;
-  w.cfg = cfg;
-  const WeightFiller fill = random_filler(seed);
-  const std::vector<WeightSpec> specs = expected_weights(cfg);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    size_t n = 1;
-    for (int64_t d : specs[i].shape) n *= d;
-    std::vector<float> v(n);
-    fill(specs[i], i, v.data());
-    round_to_bf16(v.data(), n);
-    w.tensors[specs[i].name] = std::move(v);
-  }
-  return w;
+  return testing::bf16_reference_weights(cfg, random_filler(seed));
 }
 
-std::vector<int> random_prompt(int len, int vocab, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int> d(0, vocab - 1);
-  std::vector<int> p(len);
-  for (auto& x : p) x = d(rng);
-  return p;
-}
+using testing::random_prompt;
 
 class ConventionalVsOracle : public ::testing::TestWithParam<std::string> {};
 
