@@ -107,14 +107,16 @@ void cuda_free(void* p) noexcept {
   cudaFree(p);
 }
 
-void cuda_copy_to_device(void* dst, const void* src, size_t bytes, int device) {
-  const DeviceScope scope(device);
-  MEGAOPS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-}
-
 void cuda_copy_to_host(void* dst, const void* src, size_t bytes, int device) {
   const DeviceScope scope(device);
   MEGAOPS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+void cuda_copy_on_stream(void* dst, const void* src, size_t bytes, int device, uintptr_t stream) {
+  const DeviceScope scope(device);
+  const cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+  MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 }  // namespace megaops::py

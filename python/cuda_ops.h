@@ -31,8 +31,10 @@ void cuda_silu_mul(const float* gate_up, void* out_bf16, int m, int inter, int d
 void* cuda_alloc(size_t bytes, int device);
 void cuda_free(void* p) noexcept;
 
-// Copies between host and device (cudaMemcpy, synchronous).
-void cuda_copy_to_device(void* dst, const void* src, size_t bytes, int device);
+// Copies device memory to the host (cudaMemcpy, synchronous).
 void cuda_copy_to_host(void* dst, const void* src, size_t bytes, int device);
+// Copies device memory to device memory on `stream`, after the work already queued there, and
+// waits for it.
+void cuda_copy_on_stream(void* dst, const void* src, size_t bytes, int device, uintptr_t stream);
 
 }  // namespace megaops::py

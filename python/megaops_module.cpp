@@ -429,17 +429,20 @@ class PyExecutor {
     return ex_->decode_step(given ? &ids : nullptr);
   }
 
-  // The last step's logits [batch, vocab] as a CUDA float32 array that owns its memory (a copy:
-  // later steps do not change it).
+  // The last step's logits [batch, vocab] as a CUDA float32 array that owns its memory: a
+  // device-to-device copy on the executor's stream (no host round trip), so later steps do not
+  // change it.
   CudaOut logits() {
-    std::vector<float> host;
+    const ConventionalExecutor::DeviceLogits src = ex_->device_logits();
+    const size_t vocab = static_cast<size_t>(cfg_.vocab_size);
+    const size_t rows = static_cast<size_t>(src.rows);
+    if (rows == 0) throw InputError("logits: no prefill has run yet");
+    CudaOut out = cuda_array({rows, vocab}, F32, device_);
     {
       nb::gil_scoped_release release;
-      host = ex_->last_logits();
+      py::cuda_copy_on_stream(out.data(), src.data, rows * vocab * sizeof(float), device_,
+                              reinterpret_cast<uintptr_t>(ex_->stream()));
     }
-    const size_t vocab = static_cast<size_t>(cfg_.vocab_size);
-    CudaOut out = cuda_array({host.size() / vocab, vocab}, F32, device_);
-    py::cuda_copy_to_device(out.data(), host.data(), host.size() * sizeof(float), device_);
     return out;
   }
 

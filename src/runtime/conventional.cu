@@ -338,6 +338,10 @@ std::vector<float> ConventionalExecutor::last_logits() const {
   return out;
 }
 
+ConventionalExecutor::DeviceLogits ConventionalExecutor::device_logits() const {
+  return {impl_->logits, impl_->batch};
+}
+
 std::unique_ptr<Executor> make_executor(const ModelConfig& cfg, const WeightFiller& weights,
                                         ExecutorOptions opt,
                                         const std::function<void(size_t, size_t)>& progress) {

@@ -33,6 +33,13 @@ class ConventionalExecutor final : public Executor {
       int steps,
       const std::function<void(int step, const std::vector<int>& tokens)>& on_tokens) override;
   std::vector<float> last_logits() const override;
+  // The same logits left on the GPU: [rows, vocab] fp32 at `data` on stream(), valid until the
+  // next prefill or decode step (the Python module copies them device to device).
+  struct DeviceLogits {
+    const float* data = nullptr;
+    int rows = 0;
+  };
+  DeviceLogits device_logits() const;
   std::vector<OpTime> profile_decode_steps(int steps) override;
   void set_pdl(bool pdl) override;
   void set_prefill_path(PrefillPath path) override;
