@@ -19,12 +19,75 @@ On the GPU (a build with CUDA), the step executor and the executor's kernels on 
     logits = torch.from_dlpack(ex.logits())                     # [batch, vocab] on the GPU
     y = torch.from_dlpack(megaops.cuda_ops.matmul(x_bf16, w_bf16))
 """
+import ctypes
+import glob
+import importlib.util
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Iterator, List, Optional, Sequence, Union
 
-from ._megaops import _LLM, Executor, Model, cuda_ops, gpu_available, has_cuda, ops
+
+# What a CUDA build links dynamically besides the driver (CUDA 13's cuBLASLt).
+_CUBLASLT = "libcublasLt.so.13"
+
+
+def _pip_cuda_library(soname: str) -> Optional[str]:
+    """The copy of a CUDA library that NVIDIA's pip packages put beside PyTorch (nvidia/*/lib)."""
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        found = sorted(glob.glob(os.path.join(root, "*", "lib", soname)))
+        if found:
+            return found[0]
+    return None
+
+
+def _find_cuda_library(soname: str) -> Optional[str]:
+    """Where a CUDA library the loader did not find lies: the toolkit's lib64 ($CUDA_HOME or
+    /usr/local/cuda), else NVIDIA's pip packages."""
+    dirs = [os.path.join(os.environ[v], "lib64") for v in ("CUDA_HOME", "CUDA_PATH")
+            if os.environ.get(v)]
+    dirs += ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"]
+    for path in [os.path.join(d, soname) for d in dirs]:
+        if os.path.exists(path):
+            return path
+    return _pip_cuda_library(soname)
+
+
+def _import_extension():
+    """Imports the compiled module. Where PyTorch's pip cuBLAS is installed, its cuBLASLt is loaded
+    first: a process holds one library of a soname, the first loaded, and PyTorch's cuBLAS needs
+    the cuBLASLt it ships with (the toolkit's may be an older minor version), while megaops, built
+    against CUDA 13.0, runs on any 13.x. Where the loader's path lacks a library the extension
+    links (a wheel on a machine whose toolkit lib64 is not on LD_LIBRARY_PATH), it is loaded from
+    where _find_cuda_library finds it and the import tried again: the extension's dependency is
+    then resolved by its soname."""
+    pip_lt = _pip_cuda_library(_CUBLASLT)
+    if pip_lt:
+        try:
+            ctypes.CDLL(pip_lt, mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            pass  # the loader's own search below, as without PyTorch
+    loaded = set()
+    while True:
+        try:
+            from . import _megaops
+            return _megaops
+        except ImportError as err:
+            missing = re.match(r"(lib[\w.+-]+\.so[.\d]*): cannot open shared object file", str(err))
+            if not missing or missing.group(1) in loaded:
+                raise
+            path = _find_cuda_library(missing.group(1))
+            if path is None:
+                raise
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            loaded.add(missing.group(1))
+
+
+_ext = _import_extension()
+_LLM, Executor, Model, cuda_ops = _ext._LLM, _ext.Executor, _ext.Model, _ext.cuda_ops
+gpu_available, has_cuda, ops = _ext.gpu_available, _ext.has_cuda, _ext.ops
 
 __all__ = ["CompletionOutput", "Executor", "LLM", "Model", "SamplingParams", "StreamDelta", "chat",
            "cuda_ops", "gpu_available", "has_cuda", "load", "ops"]

@@ -5,6 +5,7 @@ ops on DLPack tensors agree with NumPy."""
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -153,3 +154,17 @@ def test_gpu_generation_matches_cli(ckpt):
                                       ",".join(map(str, ids)), "--max-new-tokens", "16",
                                       "--ignore-eos").split()]
     assert out["tokens"] == cli_tokens
+
+
+def test_cuda_libraries_are_found_beside_pytorch(tmp_path, monkeypatch):
+    """A wheel on a machine whose loader path lacks cuBLASLt takes the copy NVIDIA's pip packages
+    put beside PyTorch (nvidia/<package>/lib), when the toolkit's lib64 has none."""
+    soname = "libmegaops_test_absent.so.13"
+    lib = tmp_path / "nvidia" / "cublas" / "lib"
+    lib.mkdir(parents=True)
+    (tmp_path / "nvidia" / "__init__.py").write_text("")
+    (lib / soname).write_bytes(b"")
+    assert megaops._find_cuda_library(soname) is None
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "nvidia", raising=False)
+    assert megaops._find_cuda_library(soname) == str(lib / soname)
