@@ -1,7 +1,10 @@
-"""The module's GPU side against the CLI and PyTorch: megaops.Executor's greedy tokens equal
-`megaops generate`'s on the GPU for the same random-weight checkpoint (init-random) and prompt, its
-logits come back as a CUDA tensor whose argmax is the token, and megaops.cuda_ops' kernels agree
-with PyTorch references on fresh random inputs (tolerances next to each assert). Skipped without
+"""The module's GPU side against the CLI, the fp32 CPU oracle and PyTorch: megaops.Executor's greedy
+tokens equal `megaops generate`'s on the GPU for the same random-weight checkpoint (init-random) and
+prompt, and megaops.LLM's on the GPU equal the Executor's; its logits come back as a CUDA tensor
+(copied on the GPU, no host round trip) whose argmax is the token and which matches the CPU
+oracle's logits; megaops.cuda_ops' kernels agree with PyTorch references on fresh random inputs
+(tolerances next to each assert). megaops.LLM's batching, per-request sampling and streaming run on
+the GPU in test_llm.py (each of its tests on both devices). Skipped without
 PyTorch, without a CUDA device, or with a module built without CUDA; on such a machine the
 Executor's constructor must raise its one error, which the last test checks."""
 import subprocess
@@ -64,6 +67,50 @@ def test_logits_are_a_cuda_tensor_whose_argmax_is_the_token(ckpt):
     kept = held.clone()
     ex.decode_step()
     assert torch.equal(held, kept)
+
+
+def rel_l2(got, want):
+    """Relative L2 error, as the C++ executor-vs-oracle tests measure it (gpu_test_util.h)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+@needs_gpu
+def test_logits_match_the_cpu_oracle(ckpt):
+    prompts = [PROMPT, PROMPT[:5]]
+    ex = megaops.Executor(ckpt, max_batch=2, max_seq=64)
+    ex.prefill(prompts)
+    oracles = [megaops.load(ckpt, device="cpu", max_context=64) for _ in prompts]
+    want = [m.forward(p)[-1] for m, p in zip(oracles, prompts)]
+    for step, forced in enumerate([None, [5, 9], [300, 2]]):
+        if forced is not None:
+            ex.decode_step(forced)
+            want = [m.forward([t])[-1] for m, t in zip(oracles, forced)]
+        got = torch.from_dlpack(ex.logits()).cpu().numpy()
+        for b in range(len(prompts)):
+            # bf16 weights in both; the GPU rounds activations to bf16 between ops: the executor
+            # tests' bound on the relative L2 error (tests/runtime/conventional_test.cu).
+            assert rel_l2(got[b], want[b]) <= 2e-2, (step, b)
+
+
+@needs_gpu
+def test_llm_greedy_tokens_match_the_executor(ckpt):
+    new = 12
+    ex = megaops.Executor(ckpt, max_batch=1, max_seq=len(PROMPT) + new)
+    tokens = ex.prefill([PROMPT])
+    for _ in range(new - 1):
+        tokens += ex.decode_step()
+    llm = megaops.LLM(ckpt, device="cuda", max_context=64, max_batch=2)
+    assert llm.backend.startswith("GPU")
+    greedy = megaops.SamplingParams(max_tokens=new, temperature=0.0, ignore_eos=True)
+    sampled = megaops.SamplingParams(max_tokens=new, temperature=0.9, seed=4, ignore_eos=True)
+    outs = llm.generate([PROMPT, PROMPT], [greedy, sampled])
+    assert outs[0].token_ids == tokens
+    assert len(outs[1].token_ids) == new and outs[1].finish_reason == "length"
+    streamed = list(llm.stream(PROMPT, greedy))
+    assert sum((d.token_ids for d in streamed), []) == tokens
+    assert streamed[-1].finish_reason == "length"
+    assert llm.stats()["kv_blocks_used"] == 0
 
 
 @needs_gpu

@@ -1,19 +1,29 @@
-"""megaops.LLM, the engine from Python, on the fp32 CPU oracle: batched generation gives each
-request the tokens it gets alone (greedy and seeded), per-request sampling parameters, streaming
-pieces that add up to the generated text, an early-closed stream aborts its request (no KV block
-left in use), stop strings, and bad parameters are one ValueError naming the field."""
+"""megaops.LLM, the engine from Python, on the fp32 CPU oracle and, where there is one, on the GPU
+(each test runs on both devices): batched generation gives each request the tokens it gets alone
+(greedy and seeded), per-request sampling parameters, streaming pieces that add up to the generated
+text, an early-closed stream aborts its request (no KV block left in use), stop strings, and bad
+parameters are one ValueError naming the field."""
 import threading
 
 import pytest
 
 import megaops
 
+needs_gpu = pytest.mark.skipif(not megaops.gpu_available(),
+                               reason="needs a CUDA device and a megaops module built with CUDA "
+                                      f"(megaops.has_cuda: {megaops.has_cuda})")
+
 PROMPTS = ["Hello", "Once upon a time", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
            "The model writes"]
 
 
-def llm(ckpt, **kw):
-    return megaops.LLM(ckpt, device="cpu", max_context=256, **kw)
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=needs_gpu)])
+def device(request):
+    return request.param
+
+
+def llm(ckpt, device, **kw):
+    return megaops.LLM(ckpt, device=device, max_context=256, **kw)
 
 
 def params(i, **kw):
@@ -22,25 +32,26 @@ def params(i, **kw):
     return megaops.SamplingParams(**base)
 
 
-def test_batched_generation_matches_each_request_alone(ckpt):
+def test_batched_generation_matches_each_request_alone(ckpt, device):
     sampling = [params(0), params(1, temperature=0.9, seed=7), params(2, temperature=0.8,
                                                                        top_k=40, seed=3),
                 params(3, temperature=0.7, top_p=0.9, seed=11)]
-    alone = [llm(ckpt, max_batch=1).generate(p, s)[0] for p, s in zip(PROMPTS, sampling)]
-    together = llm(ckpt, max_batch=4, max_step_tokens=8).generate(PROMPTS, sampling)
+    alone = [llm(ckpt, device, max_batch=1).generate(p, s)[0] for p, s in zip(PROMPTS, sampling)]
+    together = llm(ckpt, device, max_batch=4, max_step_tokens=8).generate(PROMPTS, sampling)
     assert [o.token_ids for o in together] == [o.token_ids for o in alone]
     assert [o.text for o in together] == [o.text for o in alone]
     for i, o in enumerate(together):
         assert len(o.token_ids) == 6 + i and o.finish_reason == "length"
         assert o.ttft_s > 0
     # The Model API (one request at a time) is a client of the same engine.
-    m = megaops.load(ckpt, device="cpu", max_context=256)
+    m = megaops.load(ckpt, device=device, max_context=256)
     assert m.generate(PROMPTS[1], max_new_tokens=7, temperature=0.9, seed=7,
                       ignore_eos=True)["tokens"] == together[1].token_ids
 
 
-def test_stream_pieces_add_up_and_early_close_aborts(ckpt):
-    engine = llm(ckpt, max_batch=2)
+def test_stream_pieces_add_up_and_early_close_aborts(ckpt, device):
+    engine = llm(ckpt, device, max_batch=2)
+    assert engine.backend.startswith("GPU" if device == "cuda" else "CPU oracle")
     p = params(0, max_tokens=12)
     whole = engine.generate("Hello", p)[0]
     pieces = list(engine.stream("Hello", p))
@@ -57,8 +68,8 @@ def test_stream_pieces_add_up_and_early_close_aborts(ckpt):
     assert engine.generate("Hello", p)[0].token_ids == whole.token_ids
 
 
-def test_stop_strings_end_the_text_before_them(ckpt):
-    engine = llm(ckpt)
+def test_stop_strings_end_the_text_before_them(ckpt, device):
+    engine = llm(ckpt, device)
     full = engine.generate("The model writes", params(0, max_tokens=30, temperature=0.9,
                                                         seed=5))[0]
     text = full.text
@@ -72,8 +83,8 @@ def test_stop_strings_end_the_text_before_them(ckpt):
     assert out.finish_reason == "stop" and out.stop_reason == "stop string"
 
 
-def test_threads_share_one_llm(ckpt):
-    engine = llm(ckpt, max_batch=4)
+def test_threads_share_one_llm(ckpt, device):
+    engine = llm(ckpt, device, max_batch=4)
     want = [engine.generate(p, params(i))[0].token_ids for i, p in enumerate(PROMPTS)]
     got = [None] * len(PROMPTS)
 
@@ -89,8 +100,8 @@ def test_threads_share_one_llm(ckpt):
     assert engine.stats()["kv_blocks_used"] == 0
 
 
-def test_bad_parameters_name_the_field(ckpt):
-    engine = llm(ckpt, max_batch=2)
+def test_bad_parameters_name_the_field(ckpt, device):
+    engine = llm(ckpt, device, max_batch=2)
     with pytest.raises(ValueError, match="max_tokens: the context is 256"):
         engine.generate("Hello", megaops.SamplingParams(max_tokens=1000))
     with pytest.raises(ValueError, match="temperature"):
@@ -104,6 +115,14 @@ def test_bad_parameters_name_the_field(ckpt):
     with pytest.raises(ValueError, match="device"):
         megaops.LLM(ckpt, device="tpu")
     with pytest.raises(ValueError, match="max_batch"):
-        megaops.LLM(ckpt, device="cpu", max_batch=0)
+        megaops.LLM(ckpt, device=device, max_batch=0)
     assert engine.stats()["kv_blocks_used"] == 0
     assert engine.generate("Hello", params(0))[0].finish_reason == "length"
+
+
+@pytest.mark.skipif(megaops.gpu_available(), reason="a GPU is available here")
+def test_without_a_gpu_device_cuda_is_one_error(ckpt):
+    with pytest.raises(ValueError, match="device: cuda asked for") as err:
+        megaops.LLM(ckpt, device="cuda")
+    assert "\n" not in str(err.value)
+    assert megaops.LLM(ckpt, max_context=64).backend.startswith("CPU oracle")  # auto: the CPU
