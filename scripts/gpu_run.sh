@@ -2,8 +2,8 @@
 # Everything that needs the GPU, in one run (device time is scarce): GPU unit tests, full-model
 # logits against HF transformers on the same GPU, and the decode benchmark. Binaries come prebuilt
 # in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
-#   OUT=/some/dir scripts/gpu_run.sh [tests] [overlap] [persistent] [hf] [bench] [matmul] [profile] [ab] [tp]
-#     [soak] [trace] [ncu] [ncu_matmul] [sanitize]
+#   OUT=/some/dir scripts/gpu_run.sh [tests] [python] [overlap] [persistent] [hf] [bench] [matmul] [profile]
+#     [ab] [tp] [soak] [trace] [ncu] [ncu_matmul] [sanitize]
 #   (default: tests overlap hf bench)
 # Knobs (environment): BIN, OUT, TEST_FILTER, OVERLAP_TEST_FILTER, OVERLAP_PRESETS,
 # OVERLAP_BATCHES, OVERLAP_STREAMS, OVERLAP_ENVS, OVERLAP_FLAGS, TP_PRESETS, TP_SIZES, TP_BATCHES,
@@ -52,6 +52,13 @@ if want tests; then
     --gtest_filter="${TEST_FILTER:--Overlap*:OverlapDeathTest.*:Presets/Overlap*:FullSize/Overlap*:Chain/Overlap*:*PersistentRegion*}" \
     --gtest_output=json:"$OUT/gpu_tests.json" >"$OUT/gpu_tests.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran" "$OUT/gpu_tests.log" | tail -40
+fi
+
+# python: the Python module's tests from the wheel in .carry/wheels (scripts/pack_wheel.sh, then
+# scripts/gpu_python.sh; knobs there).
+if want python; then
+  log "Python module tests"
+  OUT="$OUT" BIN="$BIN" scripts/gpu_python.sh || status=1
 fi
 
 if want overlap; then
