@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
 # The Python module's tests on the GPU machine (python/tests: test_cuda.py, and test_llm.py's tests
-# on device "cuda"), with the wheel scripts/pack_wheel.sh carried in .carry/wheels and the CLI
-# scripts/pack_gpu.sh carried in .carry/bin (the tests write their checkpoints with it and compare
-# against it). The wheel is installed with no index into a folder of its own, for the image's
+# on device "cuda"), with the wheel and the CLI scripts/pack_wheel.sh carried in .carry/wheels (the
+# tests write their checkpoints with the CLI and compare against it). The wheel is installed with no index into a folder of its own, for the image's
 # python3 (the one with PyTorch); pytest comes from the image, or from the carried wheels where the
 # image lacks it. JUnit XML and the log go to $OUT.
 #   OUT=/some/dir scripts/gpu_python.sh
-# Knobs (environment): BIN (default .carry/bin), WHEELS (default .carry/wheels), OUT (default out),
+# Knobs (environment): BIN (the CLI's folder, default $WHEELS/bin), WHEELS (default .carry/wheels), OUT (default out),
 # PYTHON (default python3), PYTHON_TEST_LIMIT (seconds for the whole run, default 420),
 # PYTHON_TEST_TIMEOUT (seconds a test, where pytest-timeout is installed; default 180),
 # PYTEST_ARGS (extra pytest arguments, e.g. "-k cuda").
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-BIN=${BIN:-.carry/bin}
 WHEELS=${WHEELS:-.carry/wheels}
+BIN=${BIN:-$WHEELS/bin}
 OUT=${OUT:-out}
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
@@ -22,6 +21,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1
 echo "wheel built from $(cat "$WHEELS/GIT_SHA" 2>/dev/null || echo unknown), CLI from" \
   "$(cat "$BIN/GIT_SHA" 2>/dev/null || echo unknown)"
+if [ ! -x "$BIN/megaops" ] && [ -f "$BIN/megaops.gz" ]; then
+  gunzip -kf "$BIN/megaops.gz" && chmod +x "$BIN/megaops" || exit 1
+fi
 site=$(mktemp -d /tmp/megaops-site.XXXXXX)
 wheels=("$WHEELS"/megaops-*.whl)
 "$PYTHON" -c "import pytest" 2>/dev/null || wheels+=("$WHEELS"/pytest/*.whl)

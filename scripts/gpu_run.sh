@@ -54,11 +54,11 @@ if want tests; then
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED|tests ran" "$OUT/gpu_tests.log" | tail -40
 fi
 
-# python: the Python module's tests from the wheel in .carry/wheels (scripts/pack_wheel.sh, then
-# scripts/gpu_python.sh; knobs there).
+# python: the Python module's tests from the wheel and CLI in .carry/wheels (scripts/pack_wheel.sh,
+# then scripts/gpu_python.sh; knobs there).
 if want python; then
   log "Python module tests"
-  OUT="$OUT" BIN="$BIN" scripts/gpu_python.sh || status=1
+  OUT="$OUT" scripts/gpu_python.sh || status=1
 fi
 
 if want overlap; then

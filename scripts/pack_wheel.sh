@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Python module as a wheel for the GPU machine and copies it to .carry/wheels (ignored by
-# git, named in the device tool's carry), where scripts/gpu_python.sh installs it with no index.
+# git, named in the device tool's carry), where scripts/gpu_python.sh installs it with no index,
+# with the CLI of the same build tree (the tests write checkpoints with it and compare against it)
+# in .carry/wheels/bin, gzipped, beside the Debian libraries it links (as scripts/pack_gpu.sh).
 # `pip install .` cannot run there: the image has no -dev packages (PCRE2, utf8proc) and no
 # registry. So the wheel is built here, for that machine's Python (3.12, the interpreter that holds
 # PyTorch) and its GPUs (sm_90a: H100, H200), and Debian's shared libraries the module links
@@ -45,6 +47,17 @@ PATH="$venv/bin:$PATH" "$venv/bin/auditwheel" repair "$dist"/megaops-*.whl -w "$
 mkdir -p .carry/wheels
 rm -f .carry/wheels/megaops-*.whl
 cp "$WHEEL_BUILD"/repaired/megaops-*.whl .carry/wheels/
+# The CLI from the same tree (its objects are the module's), stripped and gzipped: 27 MB -> 8 MB
+# of the 64 MiB the device tool carries.
+cmake --build "$WHEEL_BUILD/py312" --target megaops -j"${JOBS:-$(nproc)}" >/dev/null
+rm -rf .carry/wheels/bin
+mkdir -p .carry/wheels/bin
+strip -o .carry/wheels/bin/megaops "$WHEEL_BUILD/py312/megaops"
+gzip -f .carry/wheels/bin/megaops
+for lib in $(ldd "$WHEEL_BUILD/py312/megaops" |
+  awk '/libpcre2|libutf8proc|libcpp-httplib|libbrotli/ {print $3}'); do
+  cp -L "$lib" .carry/wheels/bin/
+done
 # pytest and its dependencies for Python 3.12 (pure Python), installed there only if the image's
 # python3 lacks pytest.
 rm -rf .carry/wheels/pytest
@@ -52,5 +65,6 @@ rm -rf .carry/wheels/pytest
 sha=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- src python CMakeLists.txt pyproject.toml 2>/dev/null || sha="$sha-dirty"
 echo "$sha" >.carry/wheels/GIT_SHA
-ls -l .carry/wheels .carry/wheels/pytest
+cp .carry/wheels/GIT_SHA .carry/wheels/bin/GIT_SHA
+ls -l .carry/wheels .carry/wheels/pytest .carry/wheels/bin
 du -sh .carry
