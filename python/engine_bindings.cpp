@@ -17,7 +17,7 @@ namespace megaops::py {
 
 RunnerConfig runner_config(const std::string& device, int max_context, int max_batch, int kv_blocks,
                            int block_size, int max_step_tokens, const std::string& plan_file,
-                           const Checkpoint& ckpt) {
+                           const Checkpoint& ckpt, double gpu_memory_utilization) {
   if (device != "auto" && device != "cpu" && device != "cuda")
     throw InputError("device: expected auto, cpu or cuda, found '" + device + "'");
   if (device == "cuda" && !gpu_runner_available())
@@ -30,6 +30,9 @@ RunnerConfig runner_config(const std::string& device, int max_context, int max_b
                      std::to_string(max_step_tokens));
   if (max_context < 2)
     throw InputError("max_context: expected >= 2, found " + std::to_string(max_context));
+  if (!(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1))
+    throw InputError("gpu_memory_utilization: expected a fraction in (0, 1], found " +
+                     std::to_string(gpu_memory_utilization));
   RunnerConfig c;
   c.device = device;
   c.max_context = std::min(max_context, ckpt.config().max_position_embeddings);
@@ -37,6 +40,8 @@ RunnerConfig runner_config(const std::string& device, int max_context, int max_b
   c.kv_blocks = kv_blocks;
   c.block_size = block_size;
   c.max_step_tokens = max_step_tokens;
+  c.gpu_memory_utilization = gpu_memory_utilization;
+  c.plan_from_file = !plan_file.empty();
   if (plan_file.empty()) {
     c.plan = default_plan(max_batch);
     c.plan_origin = c.plan.source;
@@ -54,12 +59,21 @@ std::unique_ptr<ModelRunner> make_runner(const Checkpoint& ckpt, const RunnerCon
     GpuRunnerOptions g;
     g.max_context = c.max_context;
     g.max_batch = c.max_batch;
+    g.max_step_tokens = c.max_step_tokens;
+    g.kv_block_size = c.block_size;
+    g.kv_blocks = c.kv_blocks;
+    g.gpu_memory_utilization = c.gpu_memory_utilization;
     g.sampling = gpu_sampling;
-    g.plan = &c.plan;
+    if (c.plan_from_file) {
+      // The bucket of the plan's batch runs it (one request at a time: the only bucket).
+      g.plans = {c.plan};
+      if (c.max_batch == 1) g.plans.front().batch = 1;
+    }
     g.plan_origin = c.plan_origin;
     g.label = describe(c.plan);
-    *label = "GPU, " + describe(c.plan);
-    return make_gpu_runner(ckpt, g);
+    std::unique_ptr<ModelRunner> runner = make_gpu_runner(ckpt, g);
+    *label = std::string("GPU, ") + runner->backend();
+    return runner;
   }
   CpuRunnerOptions o;
   o.max_context = c.max_context;
@@ -112,10 +126,11 @@ nb::dict output_dict(const RequestOutput& o) {
 class PyLLM {
  public:
   PyLLM(const std::string& path, const std::string& device, int max_context, int max_batch,
-        int kv_blocks, int block_size, int max_step_tokens, const std::string& plan_file)
+        int kv_blocks, int block_size, int max_step_tokens, const std::string& plan_file,
+        double gpu_memory_utilization)
       : text_(CheckpointText::open(path)), ckpt_(Checkpoint::open(path)) {
     const RunnerConfig c = runner_config(device, max_context, max_batch, kv_blocks, block_size,
-                                         max_step_tokens, plan_file, ckpt_);
+                                         max_step_tokens, plan_file, ckpt_, gpu_memory_utilization);
     EngineOptions eo;
     eo.eos_token_ids = text_.eos_token_ids();
     nb::gil_scoped_release release;
@@ -192,10 +207,11 @@ void bind_llm(nb::module_& m) {
                     "The engine over one checkpoint (megaops.LLM wraps it): requests added, "
                     "stepped and aborted independently, continuously batched.")
       .def(nb::init<const std::string&, const std::string&, int, int, int, int, int,
-                    const std::string&>(),
+                    const std::string&, double>(),
            nb::arg("path"), nb::arg("device") = "auto", nb::arg("max_context") = 4096,
            nb::arg("max_batch") = 8, nb::arg("kv_blocks") = 0, nb::arg("block_size") = 16,
-           nb::arg("max_step_tokens") = 0, nb::arg("plan") = "")
+           nb::arg("max_step_tokens") = 0, nb::arg("plan") = "",
+           nb::arg("gpu_memory_utilization") = 0.9)
       .def("add_request", &PyLLM::add_request, nb::arg("prompt"), nb::arg("max_tokens") = 16,
            nb::arg("temperature") = -1.0f, nb::arg("top_k") = -1, nb::arg("top_p") = -1.0f,
            nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},

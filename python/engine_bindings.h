@@ -21,11 +21,15 @@ namespace megaops::py {
 struct RunnerConfig {
   std::string device = "auto";  // "auto", "cpu" or "cuda"
   int max_context = 4096;
-  int max_batch = 1;        // requests in one step (the CPU oracle's; the GPU adapter runs 1)
-  int kv_blocks = 0;        // 0: max_batch requests of max_context
+  int max_batch = 1;  // requests decoded in one step (the largest decode bucket on the GPU)
+  // 0: on the GPU as many as fit in gpu_memory_utilization of its memory, at most max_batch
+  // requests of max_context; on the CPU exactly that
+  int kv_blocks = 0;
   int block_size = 16;      // positions per KV block
   int max_step_tokens = 0;  // 0: the runner's default
-  Plan plan;                // what the GPU runs
+  double gpu_memory_utilization = 0.9;
+  Plan plan;  // what the GPU runs (a file's: the bucket of its batch; the default: every bucket's)
+  bool plan_from_file = false;
   std::string plan_origin;
 };
 
@@ -33,10 +37,11 @@ struct RunnerConfig {
 // the argument otherwise.
 RunnerConfig runner_config(const std::string& device, int max_context, int max_batch, int kv_blocks,
                            int block_size, int max_step_tokens, const std::string& plan_file,
-                           const Checkpoint& ckpt);
+                           const Checkpoint& ckpt, double gpu_memory_utilization = 0.9);
 
-// The runner for `c`; `gpu_sampling` is what the GPU executor's own sampler draws with. *label:
-// "CPU oracle, fp32" or "GPU, <plan>".
+// The runner for `c` (make_gpu_runner's paged runner on the GPU); `gpu_sampling` is what the
+// executor adapter's own sampler draws with, where the GPU gets the adapter. *label: "CPU oracle,
+// fp32" or "GPU, " + the runner's backend().
 std::unique_ptr<ModelRunner> make_runner(const Checkpoint& ckpt, const RunnerConfig& c,
                                          const SamplingParams& gpu_sampling, std::string* label);
 

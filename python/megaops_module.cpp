@@ -72,6 +72,7 @@ class Model {
         const std::string& plan_file)
       : text_(CheckpointText::open(path)),
         ckpt_(Checkpoint::open(path)),
+        // One request at a time (max_batch 1): the GPU's cache holds one context.
         runner_config_(py::runner_config(device, max_context, 1, 0, 16, 0, plan_file, ckpt_)) {
     max_context_ = runner_config_.max_context;
   }
@@ -105,16 +106,17 @@ class Model {
       // The GIL first, then the engine: a callback holding the engine takes the GIL back.
       nb::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(engine_mutex_);
-      // The runner (weights on the GPU, or the oracle's) is built once and kept. The GPU
-      // executor samples with the parameters it was built with, so it is rebuilt when they
-      // change; the CPU oracle samples each request with its own.
-      if (!engine_ || (gpu_ && !same_sampling(gpu_sampling_, params.sampling))) {
+      // The runner (weights on the GPU, or the oracle's) is built once and kept: the paged GPU
+      // runner and the CPU oracle sample each request with its own parameters. The executor
+      // adapter (engine/gpu_runner.h) samples on the device only with the parameters it was
+      // built with, so it is rebuilt when they change.
+      if (!engine_ || (adapter_ && !same_sampling(gpu_sampling_, params.sampling))) {
         engine_.reset();
         EngineOptions eo;
         eo.eos_token_ids = text_.eos_token_ids();
         std::unique_ptr<ModelRunner> runner =
             py::make_runner(ckpt_, runner_config_, params.sampling, &backend_);
-        gpu_ = backend_.rfind("GPU", 0) == 0;
+        adapter_ = is_executor_adapter(*runner);
         gpu_sampling_ = params.sampling;
         engine_ = std::make_unique<Engine>(std::move(runner), &text_, eo);
       }
@@ -220,7 +222,7 @@ class Model {
   std::mutex engine_mutex_;  // one generation at a time on the kept engine
   std::unique_ptr<Engine> engine_;
   std::string backend_;
-  bool gpu_ = false;
+  bool adapter_ = false;  // the GPU's executor adapter: rebuilt for other sampling parameters
   SamplingParams gpu_sampling_;
   std::unique_ptr<ref::Weights> weights_;
   std::unique_ptr<ref::Model> oracle_;

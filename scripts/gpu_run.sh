@@ -3,14 +3,14 @@
 # logits against HF transformers on the same GPU, and the decode benchmark. Binaries come prebuilt
 # in $BIN (default .carry/bin, see scripts/pack_gpu.sh); logs and JSON go to $OUT.
 #   OUT=/some/dir scripts/gpu_run.sh [tests] [python] [overlap] [persistent] [hf] [bench] [matmul] [profile]
-#     [ab] [tp] [soak] [trace] [ncu] [ncu_matmul] [sanitize]
+#     [ab] [tp] [soak] [trace] [ncu] [ncu_matmul] [sanitize] [serve]
 #   (default: tests overlap hf bench)
 # Knobs (environment): BIN, OUT, TEST_FILTER, OVERLAP_TEST_FILTER, OVERLAP_PRESETS,
 # OVERLAP_BATCHES, OVERLAP_STREAMS, OVERLAP_ENVS, OVERLAP_FLAGS, TP_PRESETS, TP_SIZES, TP_BATCHES,
 # TP_REDUCES, BENCH_PRESETS, BENCH_BATCHES, PROFILE_PRESETS, PROFILE_BATCHES, AB_BINS, AB_ENVS, AB_FLAGS,
 # AB_PRESETS, AB_BATCHES, AB_BACKEND, SOAK_*, SANITIZE_TOOLS, SANITIZE_FILTER, SANITIZE_LIMIT,
 # TRACE_PRESETS, MATMUL_PRESETS, MATMUL_BATCHES, MATMUL_STAGES, HF_PRESETS, HF_ARCHS (hf_write_checkpoint.py),
-# HF_CHECK_FLAGS (check-logits).
+# HF_CHECK_FLAGS (check-logits), SERVE_PRESET, SERVE_FAULT_PRESET, SERVE_LIMIT, SERVE_ARGS.
 # `ab` benchmarks other builds (AB_BINS) or settings (AB_FLAGS, AB_ENVS) beside this one. `tests` runs every
 # GPU test except the overlap executor's, which `overlap` runs under a time limit (a hang there
 # must not eat the device call) together with the overlap benchmark.
@@ -167,6 +167,29 @@ if want bench; then
     "$BIN/megaops" bench --preset "$preset" --batch ${BENCH_BATCHES:-1,8,32} --prompt 32 \
       --gen 128 --repeats 3 --pdl both --json "$OUT/bench_$preset.json" 2>/dev/null || status=1
   done
+fi
+
+if want serve; then
+  # `megaops serve` under load (scripts/serve_load.py suite, the standard library only): 32 streams
+  # of bench's workload (fixed prompt and output, greedy) and 64 of mixed lengths on one server,
+  # `megaops bench --batch 32` on the same checkpoint and lengths, then on a smaller model clients
+  # disconnecting mid-stream with a burst beyond a small KV cache, and a SIGTERM under load. Every
+  # step has its own time limit and the whole under SERVE_LIMIT; serve_suite.json holds the
+  # output tok/s ratio, TTFT / ITL percentiles, the faults' outcomes and every failed check.
+  serve_preset=${SERVE_PRESET:-llama3.1-8b}
+  fault_preset=${SERVE_FAULT_PRESET:-llama3.2-1b}
+  for preset in $serve_preset $fault_preset; do
+    [ -f "/tmp/megaops-ckpt/$preset/config.json" ] && continue
+    log "serve: init-random $preset"
+    timeout -k 5 150 "$BIN/megaops" init-random --preset "$preset" --out "/tmp/megaops-ckpt/$preset" \
+      --force 2>/dev/null || status=1
+  done
+  log "serve: load suite on $serve_preset (faults on $fault_preset)"
+  timeout -k 10 ${SERVE_LIMIT:-300} python3 scripts/serve_load.py suite --megaops "$BIN/megaops" \
+    --model "/tmp/megaops-ckpt/$serve_preset" --fault-model "/tmp/megaops-ckpt/$fault_preset" \
+    --out "$OUT/serve" ${SERVE_ARGS:+--server-args $SERVE_ARGS} >"$OUT/serve_suite.log" 2>&1 || status=1
+  grep -vE '^ *("|\{|\}|\]|\[)|^serve: (loading|listening)' "$OUT/serve_suite.log" | tail -30
+  [ -f "$OUT/serve/serve_suite.json" ] && cp "$OUT/serve/serve_suite.json" "$OUT/"
 fi
 
 # Sanitizers slow kernels down by orders of magnitude: leave out the tests that sweep large shapes

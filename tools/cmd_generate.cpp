@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/run_options.h"
 #include "core/sampling.h"
+#include "engine/gpu_runner.h"
 #include "graph/tensor_parallel.h"
 #include "io/tokenizer_files.h"
 #include "megaops/engine.h"
@@ -25,6 +26,8 @@
 #include "models/step_graph.h"
 #include "planner/planner.h"
 #include "runtime/conventional.h"
+#include "runtime/paged_runner.h"
+#include "runtime/plan_options.h"
 #endif
 
 namespace megaops::cli {
@@ -77,28 +80,46 @@ int run_engine(const GenerateOpts& o, CliRunner runner, const CheckpointText* te
 }
 
 #ifdef MEGAOPS_HAVE_CUDA
-// The GPU runner with every executor option the flags and the plan set, and --tp's ranks.
+// The GPU runner (the paged runner; the executor adapter under --tp) with every option the flags
+// and the plan set, and --tp's ranks.
 CliRunner gpu_runner(const GenerateOpts& o, const Checkpoint& ckpt, size_t prompt_len, int max_seq,
                      DecodeBackend backend, PrefillPath prefill_path, PlanChoice& plan,
                      const SamplingParams& sampling, TpComm* comm) {
+  // The plan first: the flags' plan is settled from the options they make.
+  ExecutorOptions flags;
+  apply_runtime_flags(o.runtime, flags);
+  flags.pdl = o.pdl;
+  flags.backend = backend;
+  flags.prefill_path = prefill_path;
+  settle_plan(plan, flags);
+  if (o.tp.rank <= 0) {
+    print_plan_line(plan);
+    const std::string w = plan_gpu_warning(plan.plan, plan.label, gpu_device_name());
+    if (!w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+  }
   GpuRunnerOptions g;
   g.max_context = max_seq;
   g.sampling = sampling;
   g.label = plan.label;
+  g.plan_origin = plan.label;
+  // One request: one context's blocks. The graph prefill replays at most max_batch rows (the
+  // whole prompt in one replay if it fits), every bucket on the run's plan, as the executor ran
+  // it; otherwise the request decodes alone, in bucket 1.
+  const int rows =
+      parse_prefill_path(plan.plan.prefill.path, "plan", "prefill.path") == PrefillPath::DecodeGraph
+          ? ttft_replays(static_cast<int>(prompt_len)).replay_rows
+          : 1;
+  g.max_batch = rows;
+  g.kv_blocks = (max_seq + g.kv_block_size - 1) / g.kv_block_size;
+  for (int b : paged_runner_buckets(rows)) {
+    g.plans.push_back(plan.plan);
+    g.plans.back().batch = b;
+  }
+  // What no plan holds (the watchdog, the cuDNN library, ...) and tensor parallelism.
   g.configure = [&](ExecutorOptions& eo) {
     apply_runtime_flags(o.runtime, eo);
-    eo.pdl = o.pdl;
-    eo.backend = backend;
-    eo.prefill_path = prefill_path;
-    settle_plan(plan, eo);
-    // The graph prefill replays at most max_batch rows: the whole prompt in one replay if it
-    // fits.
-    if (eo.prefill_path == PrefillPath::DecodeGraph)
-      eo.max_batch = ttft_replays(static_cast<int>(prompt_len)).replay_rows;
     set_tp_options(eo, o.tp, comm);
-    if (o.tp.rank <= 0) print_plan_line(plan);
   };
-  g.configure_built = [&](Executor& ex) { check_and_set_regions(plan, ex); };
   g.progress = [&](size_t d, size_t t) { print_progress("loading " + o.model, d, t); };
   return {make_gpu_runner(ckpt, g), "GPU", true};
 }

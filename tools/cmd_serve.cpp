@@ -29,7 +29,7 @@ struct ServeOpts {
   std::string model, host = "127.0.0.1", plan_file, served_name;
   int port = 8000, max_batch = 8, max_context = 4096, kv_blocks = 0, block_size = 16;
   int max_step_tokens = 0, max_prefill_chunk = 0, http_threads = 128;
-  double drain_seconds = 30;
+  double drain_seconds = 30, gpu_memory_utilization = 0.9;
   size_t max_body_bytes = size_t{4} << 20;
   bool cpu = false;
 };
@@ -51,6 +51,10 @@ void check_options(const ServeOpts& o) {
   at_least("--max-prefill-chunk", o.max_prefill_chunk, 0);
   at_least("--http-threads", o.http_threads, 2);
   if (!(o.drain_seconds >= 0)) throw_input_error("--drain-seconds", "", "expected >= 0");
+  if (!(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1))
+    throw_input_error(
+        "--gpu-memory-utilization", "",
+        "expected a fraction in (0, 1], found " + std::to_string(o.gpu_memory_utilization));
   if (o.max_body_bytes < 1024) throw_input_error("--max-body-bytes", "", "expected >= 1024");
   if (o.cpu && !o.plan_file.empty())
     throw_input_error("--plan", "", "cannot be combined with --cpu (the CPU oracle runs no plan)");
@@ -60,27 +64,35 @@ void check_options(const ServeOpts& o) {
 std::unique_ptr<ModelRunner> make_serve_runner(const ServeOpts& o, const Checkpoint& ckpt,
                                                int max_context, std::string* label) {
   if (!o.cpu && gpu_available()) {
-    // Today's GPU runner adapts the step executor: whole prompts, one request a step, its own
-    // contiguous cache (engine/gpu_runner.h). The flags that shape a paged cache or chunk
-    // prompts would make every request fail there, so they are refused up front.
-    for (const auto& [name, given] : {std::pair{"--max-step-tokens", o.max_step_tokens != 0},
-                                      std::pair{"--max-prefill-chunk", o.max_prefill_chunk != 0},
-                                      std::pair{"--kv-blocks", o.kv_blocks != 0},
-                                      std::pair{"--block-size", o.block_size != 16}})
-      if (given)
-        throw_input_error(name, "",
-                          "not supported by the GPU runner yet (it runs whole prompts over the "
-                          "step executor's own cache); use --cpu or leave it out");
-    const Plan plan = o.plan_file.empty() ? default_plan(o.max_batch) : read_plan_file(o.plan_file);
+    // The paged runner: --max-batch is its largest decode bucket, and the KV cache takes what the
+    // weights and buffers leave of --gpu-memory-utilization unless --kv-blocks says how many.
+    if (o.max_batch > 64)
+      throw_input_error("--max-batch", "",
+                        "expected 1..64 on the GPU (the largest decode bucket), found " +
+                            std::to_string(o.max_batch));
+    if ((o.block_size & (o.block_size - 1)) != 0)
+      throw_input_error("--block-size", "",
+                        "expected a power of two on the GPU (16, 32, ...), found " +
+                            std::to_string(o.block_size));
     GpuRunnerOptions g;
     g.max_context = max_context;
     g.max_batch = o.max_batch;
-    g.plan = &plan;
-    g.plan_origin = o.plan_file.empty() ? plan.source : o.plan_file;
-    g.label = describe(plan);
+    g.max_step_tokens = o.max_step_tokens;
+    g.kv_block_size = o.block_size;
+    g.kv_blocks = o.kv_blocks;
+    g.gpu_memory_utilization = o.gpu_memory_utilization;
+    if (!o.plan_file.empty()) {
+      // The plan runs the bucket of its batch; the others run their default plans.
+      g.plans = {read_plan_file(o.plan_file)};
+      g.plan_origin = o.plan_file;
+      const std::string w = plan_gpu_warning(g.plans.front(), o.plan_file, gpu_device_name());
+      if (!w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+    }
+    g.label = g.plans.empty() ? describe(default_plan(o.max_batch)) : describe(g.plans.front());
     g.progress = [&](size_t d, size_t t) { print_progress("loading " + o.model, d, t); };
-    *label = "GPU, " + describe(plan);
-    return make_gpu_runner(ckpt, g);
+    std::unique_ptr<ModelRunner> runner = make_gpu_runner(ckpt, g);
+    *label = std::string("GPU, ") + runner->backend();
+    return runner;
   }
   if (!o.plan_file.empty()) read_plan_file(o.plan_file);  // checked, not run
   CpuRunnerOptions c;
@@ -115,7 +127,10 @@ void serve_until_signal(AsyncEngine& engine, serve::HttpServer& server, double d
   while (server.active_responses() > 0 && std::chrono::steady_clock::now() < grace)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   server.stop();
-  std::fprintf(stderr, "serve: stopped\n");
+  // What a leak would leave behind (scripts/serve_load.py checks it after a SIGTERM under load).
+  const EngineStats end = engine.stats();
+  std::fprintf(stderr, "serve: stopped; %d KV blocks in use, %d requests running, %d waiting\n",
+               end.kv_blocks_used, end.running, end.waiting);
 }
 
 }  // namespace
@@ -127,11 +142,17 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--port", o->port, "port to listen on (default 8000; 0: any free port)");
   add_plan_option(app, o->plan_file);
   app.add_flag("--cpu", o->cpu, "run on the fp32 CPU oracle even if a GPU is present");
-  app.add_option("--max-batch", o->max_batch, "most requests decoded together (default 8)");
+  app.add_option("--max-batch", o->max_batch,
+                 "most requests decoded together (default 8; on the GPU 1..64, the largest "
+                 "captured decode bucket)");
   app.add_option("--max-context", o->max_context,
                  "positions per request: prompt + max_tokens (default 4096, at most the model's)");
   app.add_option("--kv-blocks", o->kv_blocks,
-                 "KV cache blocks (default 0: --max-batch requests of --max-context)");
+                 "KV cache blocks (default 0: on the GPU what fits in --gpu-memory-utilization, "
+                 "at most --max-batch requests of --max-context; on the CPU exactly that)");
+  app.add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
+                 "fraction of the GPU's memory the weights, buffers and KV cache may take when "
+                 "--kv-blocks is 0 (default 0.9, as vLLM's)");
   app.add_option("--block-size", o->block_size, "positions per KV block (default 16)");
   app.add_option("--max-step-tokens", o->max_step_tokens,
                  "token budget of one engine step, prompt chunks and decode rows (default: the "

@@ -25,9 +25,14 @@ CliRunner make_runner(const Checkpoint& ckpt, bool cpu, const SamplingParams& sa
   GpuRunnerOptions o;
   o.max_context = max_context;
   o.sampling = sampling;
-  o.plan = &plan;
+  // One request at a time, decoded alone (bucket 1) on the plan, in one context's blocks.
+  o.plans = {plan};
+  o.plans.front().batch = 1;
+  o.kv_blocks = (max_context + o.kv_block_size - 1) / o.kv_block_size;
   o.plan_origin = plan_origin;
   o.label = describe(plan);
+  const std::string w = plan_gpu_warning(plan, plan_origin, gpu_device_name());
+  if (!w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
   o.progress = [](size_t d, size_t t) { print_progress("loading weights", d, t); };
   return {make_gpu_runner(ckpt, o), "GPU, " + describe(plan), true};
 }

@@ -32,9 +32,9 @@ struct CliRunner {
 // `tp` tensor-parallel ranks (reference/model.h).
 CliRunner make_cpu_runner(const Checkpoint& ckpt, int max_context, int tp = 1);
 
-// The GPU's runner when there is one and `cpu` is false (running `plan`, its regions checked
-// against the executor's ops, errors naming `plan_origin`; sampling in the executor's own
-// sampler), else the CPU oracle's.
+// The GPU's runner when there is one and `cpu` is false (make_gpu_runner: the paged runner, one
+// request at a time on `plan`, errors naming `plan_origin`; a warning on stderr where the plan was
+// made for another GPU), else the CPU oracle's. `sampling` is the executor adapter's only.
 CliRunner make_runner(const Checkpoint& ckpt, bool cpu, const SamplingParams& sampling,
                       int max_context, const Plan& plan, const std::string& plan_origin);
 

@@ -148,14 +148,16 @@ class StreamDelta:
 class LLM:
     """The megaops engine over one checkpoint: requests are batched continuously (up to max_batch
     decode together, prompts prefilled in chunks beside them) over a paged KV cache of kv_blocks
-    blocks of block_size positions (0: max_batch requests of max_context). device "auto" runs the
-    GPU where there is one, else the fp32 CPU oracle. Several threads may share one LLM."""
+    blocks of block_size positions (0: on the GPU as many as fit in gpu_memory_utilization of its
+    memory, at most max_batch requests of max_context; on the CPU exactly that). device "auto"
+    runs the GPU where there is one (the paged runner, max_batch 1..64), else the fp32 CPU oracle.
+    Several threads may share one LLM."""
 
     def __init__(self, model: str, device: str = "auto", max_context: int = 4096,
                  max_batch: int = 8, kv_blocks: int = 0, block_size: int = 16,
-                 max_step_tokens: int = 0, plan: str = ""):
+                 max_step_tokens: int = 0, plan: str = "", gpu_memory_utilization: float = 0.9):
         self._engine = _LLM(model, device, max_context, max_batch, kv_blocks, block_size,
-                            max_step_tokens, plan)
+                            max_step_tokens, plan, gpu_memory_utilization)
         self._outputs = {}  # request id -> outputs of other callers' requests, not yet taken
         self._dropped = set()  # aborted requests whose last output is still to come
         self._lock = threading.Lock()  # guards the two above (threads sharing one LLM)

@@ -13,4 +13,16 @@ std::unique_ptr<ModelRunner> make_gpu_runner(const Checkpoint&, const GpuRunnerO
   throw Error("the GPU runner: this megaops was built without CUDA");
 }
 
+std::unique_ptr<ModelRunner> make_gpu_executor_adapter(const Checkpoint&, const GpuRunnerOptions&) {
+  throw Error("the GPU runner: this megaops was built without CUDA");
+}
+
+bool is_executor_adapter(const ModelRunner&) {
+  return false;
+}
+
+std::string gpu_device_name() {
+  return "";
+}
+
 }  // namespace megaops

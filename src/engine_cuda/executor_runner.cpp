@@ -1,6 +1,7 @@
-// The GPU runner factory of the CUDA build (engine/gpu_runner.h), over today's step executor
-// (runtime/executor.h): an adapter that implements ModelRunner for one request at a time, until
-// the paged GPU runner replaces it behind the same factory.
+// The GPU runner factory of the CUDA build (engine/gpu_runner.h): the paged runner
+// (runtime/paged_runner.h) from the options, or, where it cannot run (tensor parallelism, a plan
+// with a persistent region), an adapter over the step executor (runtime/executor.h) that
+// implements ModelRunner for one request at a time.
 //
 // What the adapter can do: a request's whole prompt in one step (the executor's prefill), then
 // one decode row a step (the executor's captured decode graph), with the executor's plan,
@@ -10,8 +11,9 @@
 // What it cannot do (it says so as an Error naming the step, which fails the step's requests):
 // run two requests in one step (max_decode_rows() is 1, so the engine queues the others), split a
 // prompt into chunks (max_step_tokens() is the context), or address KV blocks: the executor keeps
-// one contiguous cache for its batch slot (GpuRunnerOptions::max_batch is not used), so the block
-// tables are accepted and ignored, and a request's cache is rebuilt by its prefill.
+// one contiguous cache for its batch slot (GpuRunnerOptions::max_batch and the KV options are not
+// used), so the block tables are accepted and ignored, and a request's cache is rebuilt by its
+// prefill.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include "reference/ops.h"
 #include "runtime/executor.h"
 #include "runtime/executor_options.h"
+#include "runtime/paged_runner.h"
 #include "runtime/plan_options.h"
 
 namespace megaops {
@@ -38,22 +41,20 @@ bool same_sampling(const SamplingParams& a, const SamplingParams& b) {
 
 class ExecutorRunner final : public ModelRunner {
  public:
-  ExecutorRunner(const Checkpoint& ckpt, const GpuRunnerOptions& o)
-      : max_context_(o.max_context), label_("cuda:" + o.label) {
+  // `eo`: the options `configure` made; the first plan is applied over them.
+  ExecutorRunner(const Checkpoint& ckpt, const GpuRunnerOptions& o, ExecutorOptions eo,
+                 const std::string& why)
+      : max_context_(o.max_context),
+        label_("cuda:" + o.label + " (executor adapter: " + why + ")") {
     if (o.max_context < 1 || o.max_context > ckpt.config().max_position_embeddings)
       throw InputError("max_context: expected 1.." +
                        std::to_string(ckpt.config().max_position_embeddings) + ", found " +
                        std::to_string(o.max_context));
-    ExecutorOptions eo;
-    eo.step_graph = build_step_graph;
-    eo.max_batch = 1;
-    eo.max_seq = o.max_context;
-    eo.sampling = o.sampling;
-    if (o.plan) apply_plan(*o.plan, eo);
-    if (o.configure) o.configure(eo);
+    const Plan* plan = o.plans.empty() ? nullptr : &o.plans.front();
+    if (plan) apply_plan(*plan, eo);
     sampling_ = eo.sampling;
     ex_ = make_executor(ckpt.config(), checkpoint_filler(ckpt), eo, o.progress);
-    if (o.plan) set_plan_regions(*o.plan, o.plan_origin, *ex_);
+    if (plan) set_plan_regions(*plan, o.plan_origin, *ex_);
     if (o.configure_built) o.configure_built(*ex_);
     // One request's worth of blocks: the engine admits what one context holds.
     geometry_ = {16, (o.max_context + 15) / 16};
@@ -113,6 +114,71 @@ class ExecutorRunner final : public ModelRunner {
   int pos_ = 0, last_ = -1;
 };
 
+// Why the paged runner cannot run these options ("" where it can).
+std::string adapter_reason(const ExecutorOptions& eo, const std::vector<Plan>& plans) {
+  if (eo.tp > 1 || eo.tp_comm != nullptr)
+    return "tensor parallelism; the paged cache does not run with it yet";
+  for (const Plan& p : plans)
+    for (const PlanRegion& r : p.decode.regions)
+      if (r.backend == RegionBackend::Persistent)
+        return "the plan has a persistent region; the paged runner runs none yet";
+  return "";
+}
+
+std::unique_ptr<ModelRunner> make_paged(const Checkpoint& ckpt, const GpuRunnerOptions& o,
+                                        const ExecutorOptions& eo) {
+  PagedRunnerOptions ro;
+  ro.executor = eo;
+  // Rows carry their requests' own sampling parameters; greedy here only lets greedy rows take
+  // the LM head's argmax epilogue (ExecutorOptions::greedy_in_lm_head).
+  ro.executor.sampling = SamplingParams{0.0f, 0, 1.0f, 0};
+  ro.max_context = o.max_context;
+  ro.max_decode_rows = o.max_batch;
+  ro.kv.block_size = o.kv_block_size;
+  ro.kv.num_blocks = o.kv_blocks;
+  ro.executor.kv_memory_utilization = o.gpu_memory_utilization;
+  // The engine runs at most max_batch requests of at most max_context positions: more blocks
+  // than they can hold would never be used.
+  if (o.kv_block_size > 0 && o.max_context > 0 && o.max_batch > 0) {
+    const int64_t most =
+        static_cast<int64_t>(o.max_batch) *
+        ((static_cast<int64_t>(o.max_context) + o.kv_block_size - 1) / o.kv_block_size);
+    ro.executor.kv_max_blocks = static_cast<int>(std::min<int64_t>(most, 1 << 30));
+  }
+  int tokens = o.max_step_tokens;
+  if (tokens == 0) {
+    tokens = !o.plans.empty() && o.plans.front().prefill.chunk > 0 ? o.plans.front().prefill.chunk
+                                                                   : 2048;
+    const int64_t most =
+        static_cast<int64_t>(std::max(o.max_batch, 1)) * std::max(o.max_context, 1);
+    tokens = static_cast<int>(
+        std::clamp<int64_t>(tokens, std::max(o.max_batch, 1), std::max<int64_t>(most, 1)));
+  }
+  ro.max_step_tokens = tokens;
+  ro.plans = o.plans;
+  try {
+    return make_paged_runner(ckpt.config(), checkpoint_filler(ckpt), std::move(ro), o.progress);
+  } catch (const InputError& e) {
+    // A plan's own field: say which file it came from.
+    const std::string what = e.what();
+    if (!o.plan_origin.empty() && what.find("plans") != std::string::npos)
+      throw InputError(o.plan_origin + ": " + what);
+    throw;
+  }
+}
+
+// The options `configure` makes of the adapter's defaults.
+ExecutorOptions configured(const GpuRunnerOptions& o) {
+  if (!gpu_runner_available()) throw Error("the GPU runner: no CUDA device is visible");
+  ExecutorOptions eo;
+  eo.step_graph = build_step_graph;
+  eo.max_batch = 1;
+  eo.max_seq = o.max_context;
+  eo.sampling = o.sampling;
+  if (o.configure) o.configure(eo);
+  return eo;
+}
+
 }  // namespace
 
 bool gpu_runner_available() {
@@ -121,8 +187,28 @@ bool gpu_runner_available() {
 }
 
 std::unique_ptr<ModelRunner> make_gpu_runner(const Checkpoint& ckpt, const GpuRunnerOptions& o) {
-  if (!gpu_runner_available()) throw Error("the GPU runner: no CUDA device is visible");
-  return std::make_unique<ExecutorRunner>(ckpt, o);
+  const ExecutorOptions eo = configured(o);
+  const std::string why = adapter_reason(eo, o.plans);
+  if (!why.empty()) return std::make_unique<ExecutorRunner>(ckpt, o, eo, why);
+  return make_paged(ckpt, o, eo);
+}
+
+std::unique_ptr<ModelRunner> make_gpu_executor_adapter(const Checkpoint& ckpt,
+                                                       const GpuRunnerOptions& o) {
+  return std::make_unique<ExecutorRunner>(ckpt, o, configured(o), "asked for");
+}
+
+bool is_executor_adapter(const ModelRunner& r) {
+  return dynamic_cast<const ExecutorRunner*>(&r) != nullptr;
+}
+
+std::string gpu_device_name() {
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (!gpu_runner_available() || cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+    return "";
+  return prop.name;
 }
 
 }  // namespace megaops

@@ -226,6 +226,7 @@ struct ExecutorCore {
 
   void validate_options(const ModelConfig& model);
   void validate_kv_options();
+  int kv_blocks_addressable() const;
   void build_step_graphs();
   void allocate_weights(const ModelConfig& model);
   void count_weight_bytes(const ModelConfig& model, const std::vector<WeightSpec>& specs);
@@ -234,6 +235,9 @@ struct ExecutorCore {
   void allocate_activations(const ModelConfig& model);
   void allocate_decode_state();
   void allocate_paged_step_inputs();
+  // Each layer's K and V cache, last: with kv_num_blocks 0 it takes what the other buffers left
+  // (ExecutorOptions::kv_memory_utilization) and sets opt.kv_num_blocks.
+  void allocate_kv_cache(const ModelConfig& model);
   // Rows [c0, c0 + t) of a host vector into dst[0, t) on the executor's stream (asynchronous: the
   // vector must outlive the copy, i.e. until the next synchronisation).
   void upload_rows(int32_t* dst, const std::vector<int32_t>& src, int c0, int t) {

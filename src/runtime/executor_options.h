@@ -32,7 +32,14 @@ struct ExecutorOptions {
   // of kv_table_rows rows (>= max_batch) in the step inputs (ExecutorCore::kv_table); max_seq is
   // then the positions a sequence may have. 0: the contiguous cache.
   int kv_block_size = 0;
+  // The paged cache's blocks; 0: as many as fit once every other buffer is allocated, as vLLM
+  // sizes its cache (gpu_memory_utilization): what is left of kv_memory_utilization x the device's
+  // memory after all that is in use on it (total - free: other processes' allocations count too),
+  // at most kv_max_blocks (0: no cap), each layer's K (or V) below 4 GiB. options() then holds
+  // the count chosen. The rest of the device (graphs, cuBLASLt's workspace) lives in the margin.
   int kv_num_blocks = 0;
+  double kv_memory_utilization = 0.9;
+  int kv_max_blocks = 0;
   int kv_table_rows = 0;
   // Decode attention's split count and CTA form (DecodeAttentionParams::splits and per_head): 0 /
   // -1 choose them from the batch size; fixed, a row's attention output does not depend on the

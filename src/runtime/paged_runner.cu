@@ -87,6 +87,7 @@ PagedRunner::PagedRunner(const ModelConfig& cfg, const WeightFiller& weights,
   buckets_ = paged_runner_buckets(opt_.max_decode_rows);
   const ExecutorOptions eo = executor_options(cfg);
   core_->setup(cfg, weights, eo, progress);
+  opt_.kv.num_blocks = core_->opt.kv_num_blocks;  // the count chosen where 0 asked for it
   for (const auto& [b, run] : runs_)
     if (run.backend == DecodeBackend::Overlap) core_->setup_overlap();  // preloads every kernel
   stride_ = core_->kv.table_stride;
@@ -123,9 +124,16 @@ void PagedRunner::check_options(const ModelConfig& cfg) const {
     throw_input_error(
         WHERE, "kv.block_size",
         "expected a power of two (16, 32, ...), found " + std::to_string(opt_.kv.block_size));
-  if (opt_.kv.num_blocks < 1)
+  if (opt_.kv.num_blocks < 0)
     throw_input_error(WHERE, "kv.num_blocks",
-                      "expected >= 1, found " + std::to_string(opt_.kv.num_blocks));
+                      "expected >= 1, or 0 (what fits: executor.kv_memory_utilization), found " +
+                          std::to_string(opt_.kv.num_blocks));
+  for (size_t i = 0; i < opt_.plans.size(); ++i)
+    for (const PlanRegion& r : opt_.plans[i].decode.regions)
+      if (r.backend == RegionBackend::Persistent)
+        throw_input_error(
+            WHERE, "plans[" + std::to_string(i) + "].decode.regions",
+            "a persistent region (at " + r.first_op + "): the paged runner runs none yet");
 }
 
 ExecutorOptions PagedRunner::executor_options(const ModelConfig& cfg) {

@@ -47,14 +47,17 @@ struct PagedRunnerOptions {
   // max_step_tokens), the cache's geometry, and from the plans the backend, PDL, overlap
   // settings, matmul dispatch and prefill path.
   ExecutorOptions executor;
-  KvCacheGeometry kv;          // block_size: a power of two; num_blocks >= 1
+  // block_size: a power of two; num_blocks >= 1, or 0: as many as fit once everything else is
+  // allocated (ExecutorOptions::kv_memory_utilization and kv_max_blocks in `executor`, vLLM's
+  // gpu_memory_utilization); kv_geometry() says how many that was.
+  KvCacheGeometry kv;
   int max_context = 4096;      // positions per request
   int max_decode_rows = 32;    // 1..64 (1..32 batch-invariant): the largest bucket
   int max_step_tokens = 2048;  // rows (prefill + decode) of one step, >= max_decode_rows
   // Plans by the batch they were made for (Plan::batch): bucket B runs the plan whose batch is B,
   // else default_plan(B). Every plan must agree on the matmul dispatch and greedy_in_lm_head,
   // the overlap ones (PDL chain, overlap) on their overlap settings; the prefill path is bucket
-  // 1's plan's.
+  // 1's plan's. A plan with a persistent region is refused: the runner runs none yet.
   std::vector<Plan> plans;
   bool batch_invariant = false;  // see above
   // Keep every sampled row's logits for last_logits() (a device-to-host copy of vocab floats a

@@ -2,7 +2,9 @@
 // weights allocated and uploaded as bf16 (tensor-parallel shards where the rank holds one), the KV
 // cache, the activation buffers, the decode state, and their release.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "core/parallel.h"
@@ -37,6 +39,7 @@ void ExecutorCore::setup(const ModelConfig& model, const WeightFiller& weights,
   upload_weights(model, weights, progress);
   allocate_activations(model);
   allocate_decode_state();
+  allocate_kv_cache(model);
   // The overlap backend's state (streams, counters, watchdog, buffers, preloaded kernels) exists
   // from construction when it is the configured backend, so the first step cannot hit a lazy
   // module load (DESIGN rule 1); a conventional executor sets it up only if switched later.
@@ -120,9 +123,17 @@ void ExecutorCore::validate_kv_options() {
     throw_input_error(
         "executor", "kv_block_size",
         "expected a power of two (16, 32, ...), found " + std::to_string(opt.kv_block_size));
-  if (opt.kv_num_blocks < 1)
+  if (opt.kv_num_blocks < 0)
     throw_input_error("executor", "kv_num_blocks",
-                      "expected >= 1, found " + std::to_string(opt.kv_num_blocks));
+                      "expected >= 1, or 0 (what fits in kv_memory_utilization), found " +
+                          std::to_string(opt.kv_num_blocks));
+  if (opt.kv_num_blocks == 0 && !(opt.kv_memory_utilization > 0 && opt.kv_memory_utilization <= 1))
+    throw_input_error(
+        "executor", "kv_memory_utilization",
+        "expected a fraction in (0, 1], found " + std::to_string(opt.kv_memory_utilization));
+  if (opt.kv_max_blocks < 0)
+    throw_input_error("executor", "kv_max_blocks",
+                      "expected >= 0 (0: no cap), found " + std::to_string(opt.kv_max_blocks));
   if (opt.kv_table_rows < opt.max_batch)
     throw_input_error("executor", "kv_table_rows",
                       "expected >= max_batch (" + std::to_string(opt.max_batch) + "), found " +
@@ -132,13 +143,20 @@ void ExecutorCore::validate_kv_options() {
                       "the paged cache does not run with tensor parallelism yet");
   // The decode kernels address a paged layer's K or V with 32-bit byte offsets
   // (kernels/kv_pages.cuh).
-  const double layer_bytes = (static_cast<double>(opt.kv_num_blocks) + 1) * opt.kv_block_size *
-                             cfg.kv_dim() * static_cast<double>(sizeof(bf16));
-  if (layer_bytes >= 4294967296.0)
+  if (opt.kv_num_blocks > kv_blocks_addressable())
     throw_input_error("executor", "kv_num_blocks",
-                      "a layer's paged K (or V) cache must be below 4 GiB, found " +
-                          std::to_string(static_cast<int64_t>(layer_bytes)) + " bytes (" +
-                          std::to_string(opt.kv_num_blocks) + " + 1 blocks)");
+                      "a layer's paged K (or V) cache must be below 4 GiB: at most " +
+                          std::to_string(kv_blocks_addressable()) + " blocks of " +
+                          std::to_string(opt.kv_block_size) + ", found " +
+                          std::to_string(opt.kv_num_blocks));
+}
+
+// The most blocks whose layer K (or V), scratch block included, stays below 4 GiB.
+int ExecutorCore::kv_blocks_addressable() const {
+  const double block_bytes =
+      static_cast<double>(opt.kv_block_size) * cfg.kv_dim() * static_cast<double>(sizeof(bf16));
+  const double most = std::floor((4294967296.0 - 1) / block_bytes) - 1;
+  return static_cast<int>(std::min(most, 2147483647.0));
 }
 
 void ExecutorCore::allocate_weights(const ModelConfig& model) {
@@ -156,12 +174,6 @@ void ExecutorCore::allocate_weights(const ModelConfig& model) {
           ? embed
           : alloc_bf16("lm_head", static_cast<size_t>(comm ? vocab_part : model.vocab_size) * h);
   layers.resize(model.num_layers);
-  // Contiguous [max_batch, max_seq] positions, or paged: the blocks and one scratch block.
-  const size_t kv_positions =
-      opt.kv_block_size > 0
-          ? (static_cast<size_t>(opt.kv_num_blocks) + 1) * static_cast<size_t>(opt.kv_block_size)
-          : static_cast<size_t>(opt.max_batch) * opt.max_seq;
-  const size_t kv_elems = kv_positions * kvd;
   for (int l = 0; l < model.num_layers; ++l) {
     LayerWeights& L = layers[l];
     const std::string p = "layer " + std::to_string(l) + " ";
@@ -175,8 +187,44 @@ void ExecutorCore::allocate_weights(const ModelConfig& model) {
     L.ln2 = alloc_bf16(p + "post_attention_layernorm", h);
     L.wgu = alloc_bf16(p + "gate_up_proj", static_cast<size_t>(2 * inter) * h);
     L.wdown = alloc_bf16(p + "down_proj", static_cast<size_t>(h) * inter);
-    L.k_cache = alloc_bf16(p + "k_cache", kv_elems);
-    L.v_cache = alloc_bf16(p + "v_cache", kv_elems);
+  }
+}
+
+void ExecutorCore::allocate_kv_cache(const ModelConfig& model) {
+  const size_t kvd = static_cast<size_t>(cfg.kv_dim());
+  if (opt.kv_block_size > 0 && opt.kv_num_blocks == 0) {
+    // Everything else is allocated: the cache takes what is left of the fraction.
+    size_t free = 0, total = 0;
+    MEGAOPS_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    const double budget =
+        opt.kv_memory_utilization * static_cast<double>(total) - static_cast<double>(total - free);
+    const double block_bytes = 2.0 * model.num_layers * opt.kv_block_size * kvd * sizeof(bf16);
+    // One block of the budget is the scratch block's.
+    double blocks = std::floor(budget / block_bytes) - 1;
+    if (opt.kv_max_blocks > 0) blocks = std::min(blocks, static_cast<double>(opt.kv_max_blocks));
+    blocks = std::min(blocks, static_cast<double>(kv_blocks_addressable()));
+    if (blocks < 1) {
+      char what[256];
+      std::snprintf(what, sizeof(what),
+                    "%.2f of the device's %.2f GiB leaves no room for a KV block (%.2f GiB in use "
+                    "after the weights and buffers, a block of %d positions takes %.1f KiB)",
+                    opt.kv_memory_utilization, total / 1073741824.0, (total - free) / 1073741824.0,
+                    opt.kv_block_size, block_bytes / 1024.0);
+      throw_input_error("executor", "kv_memory_utilization", what);
+    }
+    opt.kv_num_blocks = static_cast<int>(blocks);
+  }
+  // Contiguous [max_batch, max_seq] positions, or paged: the blocks and one scratch block.
+  const size_t kv_positions =
+      opt.kv_block_size > 0
+          ? (static_cast<size_t>(opt.kv_num_blocks) + 1) * static_cast<size_t>(opt.kv_block_size)
+          : static_cast<size_t>(opt.max_batch) * opt.max_seq;
+  const size_t kv_elems = kv_positions * kvd;
+  for (int l = 0; l < model.num_layers; ++l) {
+    LayerWeights& L = layers[l];
+    const std::string p = "layer " + std::to_string(l) + " ";
+    L.k_cache = mem.alloc_array<bf16>(p + "k_cache", kv_elems);
+    L.v_cache = mem.alloc_array<bf16>(p + "v_cache", kv_elems);
   }
 }
 

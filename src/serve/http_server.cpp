@@ -2,6 +2,7 @@
 #include "serve/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,6 +21,8 @@ using json = nlohmann::ordered_json;
 namespace {
 
 constexpr auto WAIT_SLICE = std::chrono::milliseconds(100);
+// Connections the kernel holds for the accept loop (uvicorn's default, which vLLM serves behind).
+constexpr int LISTEN_BACKLOG = 2048;
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -90,7 +93,8 @@ struct HttpServer::Impl {
   std::thread thread;
   int port = 0;
   std::atomic<int> active{0};
-  mutable std::mutex mutex;  // guards rng and responses
+  std::atomic<int> listen_fd{-1};  // the listening socket, once made
+  mutable std::mutex mutex;        // guards rng and responses
   std::mt19937_64 rng{std::random_device{}()};
   std::map<int, uint64_t> responses;
 
@@ -325,9 +329,11 @@ HttpServer::HttpServer(AsyncEngine& engine, ServedModel model, ServerOptions opt
   // SO_REUSEADDR only: a restart may bind over connections in TIME_WAIT, but a second server on a
   // port in use must fail (httplib's default SO_REUSEPORT would let both listen and split the
   // connections between them).
-  impl_->server.set_socket_options([](socket_t sock) {
+  Impl* m = impl_.get();
+  impl_->server.set_socket_options([m](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<void*>(&yes), sizeof(yes));
+    m->listen_fd = static_cast<int>(sock);
   });
   impl_->routes();
 }
@@ -344,6 +350,14 @@ void HttpServer::start() {
     throw Error("serve: cannot listen on " + m.options.host + ":" + std::to_string(m.options.port) +
                 " (in use, or not an address of this host)");
   if (m.options.port != 0) m.port = m.options.port;
+  // Debian's cpp-httplib 0.11 listens with a backlog of 5 (compiled into its library): a burst
+  // of clients connecting at once while the accept loop waits for a core overflowed it, and the
+  // connections beyond it were reset or refused after a second without any status (seen with 32
+  // and 48 clients at once on a two-core machine, scripts/serve_load.py). listen() again on the
+  // bound socket sets the backlog; the kernel caps it at net.core.somaxconn.
+  if (m.listen_fd >= 0 && ::listen(m.listen_fd, LISTEN_BACKLOG) != 0)
+    throw Error("serve: cannot listen on " + m.options.host + ":" + std::to_string(m.port) +
+                " with a backlog of " + std::to_string(LISTEN_BACKLOG));
   m.thread = std::thread([&m] { m.server.listen_after_bind(); });
 }
 
