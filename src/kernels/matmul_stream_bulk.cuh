@@ -115,21 +115,43 @@ __device__ __forceinline__ uint64_t l2_weight_policy(bool evict_first) {
 // inter + 4 rb + 3 that pair with them (n = 2 inter, inter % 4 == 0: every block is whole); EPI
 // is whether a.silu_out is on.
 template <bool EPI>
+__device__ __forceinline__ const bf16* bulk_stage_row_src(const StreamMatmulArgs& a, int rb, int ks,
+                                                          int r) {
+  const int64_t wrow = !EPI              ? rb * ST_ROWS + r
+                       : r < ST_ROWS / 2 ? (ST_ROWS / 2) * rb + r
+                                         : static_cast<int64_t>(a.silu_out.inter) +
+                                               (ST_ROWS / 2) * rb + (r - ST_ROWS / 2);
+  return a.w + wrow * a.k + ks * ST_KC;
+}
+
+template <bool EPI>
 __device__ __forceinline__ void bulk_issue_stage(const StreamMatmulArgs& a, bf16* slot_base,
                                                  uint64_t* full, int rb, int ks) {
-  const int row0 = rb * ST_ROWS, k0 = ks * ST_KC;
-  const int rows = min(ST_ROWS, a.n - row0);
-  const uint32_t bytes = static_cast<uint32_t>(min(ST_KC, a.k - k0)) * 2u;
+  const int rows = min(ST_ROWS, a.n - rb * ST_ROWS);
+  const uint32_t bytes = static_cast<uint32_t>(min(ST_KC, a.k - ks * ST_KC)) * 2u;
   mbar_expect_tx(full, bytes * static_cast<uint32_t>(rows));
   for (int r = 0; r < rows; ++r) {
-    const int64_t wrow = !EPI              ? row0 + r
-                         : r < ST_ROWS / 2 ? (ST_ROWS / 2) * rb + r
-                                           : static_cast<int64_t>(a.silu_out.inter) +
-                                                 (ST_ROWS / 2) * rb + (r - ST_ROWS / 2);
     // The policy formed per copy: one held in a register across the producer's loop spilled.
-    bulk_copy(slot_base + r * ST_KC, a.w + wrow * a.k + k0, bytes, full,
+    bulk_copy(slot_base + r * ST_KC, bulk_stage_row_src<EPI>(a, rb, ks, r), bytes, full,
               l2_weight_policy(a.l2_evict_first));
   }
+}
+
+// The same stage's copies issued by a whole warp, lane r copying row r: one instruction for the
+// warp instead of a lane's loop of ST_ROWS (a persistent region's consumer warps issue their own
+// stages, and a serial loop there holds up the warp that runs it). Every lane calls it.
+template <bool EPI>
+__device__ __forceinline__ void bulk_issue_stage_warp(const StreamMatmulArgs& a, bf16* slot_base,
+                                                      uint64_t* full, int rb, int ks, int lane) {
+  static_assert(ST_ROWS <= 32, "a lane a row");
+  const int rows = min(ST_ROWS, a.n - rb * ST_ROWS);
+  const uint32_t bytes = static_cast<uint32_t>(min(ST_KC, a.k - ks * ST_KC)) * 2u;
+  if (lane == 0) mbar_expect_tx(full, bytes * static_cast<uint32_t>(rows));
+  __syncwarp();
+  if (lane < rows)
+    bulk_copy(slot_base + lane * ST_KC, bulk_stage_row_src<EPI>(a, rb, ks, lane), bytes, full,
+              l2_weight_policy(a.l2_evict_first));
+  __syncwarp();
 }
 
 // Vectors (8 elements) of r that an owner thread of bulk_fold_x keeps in registers between the

@@ -3,9 +3,10 @@
 // standalone kernels' per-tile device functions.
 //
 // The matmul's weight ring. The streaming kernel's bulk version has a producer warp beside eight
-// consumer warps; a region's CTA is the eight consumer warps, and thread 0 produces: it issues the
-// first stages of a task before the task's waits (the prologue) and, in the loop, refills the slot
-// every thread has just released (warp 0 waits for the slot's release, lane 0 copies). The ring's
+// consumer warps; a region's CTA is the eight consumer warps, and they produce too: warp 0 issues
+// the first stages of a task before the task's waits (the prologue) and, in the loop, after stage
+// i the warp i - 1 (mod 8) refills the slot of stage i - 1 (a stage every thread has most likely
+// released by then), a lane a weight row. The ring's
 // mbarriers are initialised once per launch and their phases run on across the CTA's matmul
 // tasks: stage g of the CTA's stream (counting every task's stages) sits in slot g % stages, its
 // "full" barrier completes phase g / stages when its bytes land and its "empty" barrier the same
@@ -84,28 +85,29 @@ __device__ __forceinline__ RowBlocks matmul_row_blocks(const RegionOp& op, int t
   return {c0 / ST_ROWS, (c1 + ST_ROWS - 1) / ST_ROWS, (a.k + ST_KC - 1) / ST_KC};
 }
 
-// Thread 0: stage i of the task (row block rb0 + i / kstages, k slice i % kstages) into its slot,
-// once every thread has released the slot's previous stage.
+// One warp (every lane): stage i of the task (row block rb0 + i / kstages, k slice i % kstages)
+// into its slot, once every thread has released the slot's previous stage.
 template <bool EPI>
 __device__ __forceinline__ void region_issue(const StreamMatmulArgs& a, const RegionRing& r,
-                                             const RowBlocks& rbs, int i) {
+                                             const RowBlocks& rbs, int i, int lane) {
   const uint32_t g = r.base + static_cast<uint32_t>(i);
   const int slot = static_cast<int>(g % static_cast<uint32_t>(r.stages));
   const uint32_t lap = g / static_cast<uint32_t>(r.stages);
   if (lap > 0) mbar_wait(&r.empty[slot], (lap - 1u) & 1u);
-  bulk_issue_stage<EPI>(a, r.ring + slot * ST_STAGE_ELEMS, &r.full[slot], rbs.rb0 + i / rbs.kstages,
-                        i % rbs.kstages);
+  bulk_issue_stage_warp<EPI>(a, r.ring + slot * ST_STAGE_ELEMS, &r.full[slot],
+                             rbs.rb0 + i / rbs.kstages, i % rbs.kstages, lane);
 }
 
-// Before the waits: the first stages of the task's weights, and a folded norm's gain into x.
+// Before the waits: warp 0 issues the first stages of the task's weights; a folded norm's gain
+// goes into x.
 template <int M, bool EPI>
 __device__ __forceinline__ void region_matmul_prologue(const RegionOp& op, int tile,
                                                        const RegionRing& r, bf16* xs) {
   const StreamMatmulArgs& a = op.mm;
   const RowBlocks rbs = matmul_row_blocks(op, tile);
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {
     const int first = min(r.stages, rbs.total());
-    for (int i = 0; i < first; ++i) region_issue<EPI>(a, r, rbs, i);
+    for (int i = 0; i < first; ++i) region_issue<EPI>(a, r, rbs, i, threadIdx.x);
   }
   if (a.fold.on()) bulk_fold_stage_weight<M>(a, xs, rbs.kstages * ST_KC / 8);
 }
@@ -148,15 +150,12 @@ __device__ __forceinline__ void region_matmul_run(const RegionOp& op, int tile, 
     if (kc * 8 < a.k)
       bulk_stage_fma<M>(xs, r.ring + slot * ST_STAGE_ELEMS, x_chunks_per_row, kc, r0, c, acc);
     mbar_arrive(&r.empty[slot]);
-    if (warp == 0 && i + r.stages < total) {
-      // The slot's refill: once every thread has released this stage (the whole warp waits, so
-      // it stays converged for the row block's shuffles).
-      mbar_wait(&r.empty[slot], lap & 1u);
-      if (lane == 0)
-        bulk_issue_stage<EPI>(a, r.ring + slot * ST_STAGE_ELEMS, &r.full[slot],
-                              rbs.rb0 + (i + r.stages) / rbs.kstages, (i + r.stages) % rbs.kstages);
-      __syncwarp();
-    }
+    // The refill of the previous stage's slot, by the warps in turn: stage j = i - 1 is one every
+    // thread has most likely released already, so its refiller rarely waits, and no warp issues
+    // more than one stage in BK_WARPS.
+    const int j = i - 1;
+    if (j >= 0 && j + r.stages < total && warp == j % BK_WARPS)
+      region_issue<EPI>(a, r, rbs, j + r.stages, lane);
     if (++ks == rbs.kstages) {
       ks = 0;
       bulk_finish_row_block<M, float, EPI, ARG>(a, red + buf * (BK_WARPS * M * ST_ROWS), warp, lane,
@@ -213,8 +212,7 @@ __device__ __forceinline__ void region_silu_mul(const SiluMulParams& p, int tile
 // The attention's query head `tile`: the per-query-head launch's CTAs (row, split) of the head.
 // Out of line: it takes the registers it needs (its fold variants the most of any task) without
 // pressing on the matmul's, which at two CTAs an SM otherwise spill.
-__device__ __noinline__ void region_attention(const RegionOp& op, int tile,
-                                                 unsigned char* smem) {
+__device__ __noinline__ void region_attention(const RegionOp& op, int tile, unsigned char* smem) {
   const DecodeAttentionParams& p = op.attn;
   for (int bi = 0; bi < p.b; ++bi)
     for (int split = 0; split < op.attn_splits; ++split) {
@@ -395,8 +393,7 @@ cudaError_t region_smem_layout(const RegionOp* ops, int n_ops, int stages, int c
         err != cudaSuccess)
       return err;
     cudaFuncAttributes attr;
-    if (const cudaError_t err = cudaFuncGetAttributes(&attr, region_kernel(l));
-        err != cudaSuccess)
+    if (const cudaError_t err = cudaFuncGetAttributes(&attr, region_kernel(l)); err != cudaSuccess)
       return err;
     if (l.total + static_cast<int>(attr.sharedSizeBytes) <= budget) {
       *out = l;
@@ -444,8 +441,7 @@ cudaError_t preload_persistent_region_kernels() {
       RegionSmem s;
       s.m = m;
       s.ctas_per_sm = c;
-      if (const cudaError_t err = preload_kernel(region_kernel(s)); err != cudaSuccess)
-        return err;
+      if (const cudaError_t err = preload_kernel(region_kernel(s)); err != cudaSuccess) return err;
     }
   return cudaSuccess;
 }
