@@ -87,10 +87,12 @@ class ExecutorRunner final : public ModelRunner {
             "found request " +
             std::to_string(s.request_id) + " at position " + std::to_string(s.start_pos) +
             " with " + std::to_string(s.tokens.size()) + " tokens");
-      // The executor feeds back what it sampled; a token sampled here is fed in its place.
+      // The executor feeds back what its own sampler drew; any other token (one sampled here on
+      // the host) is fed in its place.
       const std::vector<int> forced = s.tokens;
-      token = ex_->decode_step(s.tokens[0] == last_ ? nullptr : &forced)[0];
+      token = ex_->decode_step(s.tokens[0] == executor_drew_ ? nullptr : &forced)[0];
     }
+    executor_drew_ = token;
     pos_ = s.start_pos + static_cast<int>(s.tokens.size());
     if (!same_sampling(s.sampling, sampling_)) {
       // Only here are the logits copied to the host (a vocabulary of floats a step).
@@ -100,7 +102,6 @@ class ExecutorRunner final : public ModelRunner {
           logits.data(), vocab, s.sampling,
           ref::sampling_uniform(s.sampling.seed, 0, static_cast<uint32_t>(s.sample_index)));
     }
-    last_ = token;
     return {token};
   }
 
@@ -111,7 +112,7 @@ class ExecutorRunner final : public ModelRunner {
   KvCacheGeometry geometry_;
   std::unique_ptr<Executor> ex_;
   uint64_t request_ = 0;
-  int pos_ = 0, last_ = -1;
+  int pos_ = 0, executor_drew_ = -1;  // what the executor sampled last (its feedback)
 };
 
 // Why the paged runner cannot run these options ("" where it can).
