@@ -1,9 +1,9 @@
 // The device side of a persistent region (docs/persistent-regions.md): one resident launch of
 // num_ctas CTAs walks a static tile schedule built on the host (graph/region_schedule.h) and
 // uploaded in its packed form (core/region_pack.h). CTA c takes the tasks of its list in order;
-// for each, thread 0 waits (acquire, back-off, watchdog) until every (semaphore, target) of the
-// task's waits is reached for the running step, the whole CTA runs the task's body, and thread 0
-// adds 1 (release) to each of the task's signal semaphores.
+// for each, warp 0 waits (acquire, back-off, watchdog; a lane a semaphore) until every
+// (semaphore, target) of the task's waits is reached for the running step, the whole CTA runs the
+// task's body, and thread 0 adds 1 (release) to each of the task's signal semaphores.
 //
 // The loop knows tasks, semaphores and targets, nothing of ops: the body is a callable the kernel
 // passes in (`body(op, tile, task)`, op an index into the step graph's ops), with an optional
@@ -12,10 +12,10 @@
 // functions.
 //
 // Memory ordering, per task (sync/tile_semaphore.cuh has the model):
-//   wait:   thread 0's ld.acquire.gpu reads count >= target, synchronising with every release add
-//           counted in it (the producers' signals form one release sequence); the __syncthreads()
-//           after the waits extends that to every thread, so the body's ordinary loads of the
-//           producers' tiles see their data.
+//   wait:   a warp-0 lane's ld.acquire.gpu reads count >= target, synchronising with every
+//           release add counted in it (the producers' signals form one release sequence); the
+//           __syncthreads() after the waits extends that to every thread, so the body's ordinary
+//           loads of the producers' tiles see their data.
 //   signal: every thread's stores of the body precede a __syncthreads(); thread 0's
 //           red.release.gpu after it is cumulative and publishes the whole CTA's writes, not only
 //           its own.
@@ -83,7 +83,7 @@ __device__ __forceinline__ bool persistent_region_schedule_matches(const int32_t
 // tile_target(step, target)). Must be reached by every thread of the CTA (1-D blocks). Per task,
 // every thread calls `prologue(op, tile, task)` before the waits (it may read only what no task of
 // this step writes: weights, and the step's inputs written before the launch; this is where a
-// task starts streaming its weights), thread 0 waits, and every thread calls
+// task starts streaming its weights), warp 0 waits, and every thread calls
 // `body(op, tile, task)` between the waits and the signals, so a body may use __syncthreads() and
 // shared memory (the barriers around it separate tasks). Returns false, running nothing, when the
 // schedule does not match the launch (persistent_region_schedule_matches).
@@ -114,18 +114,25 @@ __device__ __forceinline__ bool persistent_region_run(const RegionSync& sync, ui
     const int32_t named = sync.step_op != nullptr ? sync.step_op[op] : op;
     prologue(op, tile, task);
     uint64_t wait_start = 0, wait_end = 0;
-    if (leader) {
-      if (sync.trace.records) wait_start = globaltimer_ns();
-      const uint64_t site = detail::region_delay_site(step, task, 0);
-      random_delay(sync.delay, site);
-      maybe_delay(sync.delay.seed, site);
+    if (threadIdx.x < 32) {
+      if (leader) {
+        if (sync.trace.records) wait_start = globaltimer_ns();
+        const uint64_t site = detail::region_delay_site(step, task, 0);
+        random_delay(sync.delay, site);
+        maybe_delay(sync.delay.seed, site);
+      }
+      __syncwarp();
+      // Warp 0 waits, a lane a semaphore: a task that reads many producer tiles (attention reads
+      // its head's columns of QKV, tile by tile) pays one acquire round trip, not one per tile.
       const WaitSite at{static_cast<uint32_t>(named), static_cast<uint32_t>(tile)};
-      for (int32_t w = wait_begin[task]; w < wait_begin[task + 1]; ++w)
+      for (int32_t w = wait_begin[task] + static_cast<int32_t>(threadIdx.x);
+           w < wait_begin[task + 1]; w += 32)
         tile_wait(&sync.semaphores[wait_sem[w]],
                   tile_target(step, static_cast<uint32_t>(wait_target[w])), at, sync.watchdog);
-      if (sync.trace.records) wait_end = globaltimer_ns();
+      __syncwarp();
+      if (leader && sync.trace.records) wait_end = globaltimer_ns();
     }
-    // Hands thread 0's acquire to every thread before the body reads its inputs.
+    // Hands warp 0's acquires to every thread before the body reads its inputs.
     __syncthreads();
     body(op, tile, task);
     // Orders every thread's stores of the body before thread 0's release.
