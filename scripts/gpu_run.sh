@@ -13,7 +13,10 @@
 # HF_CHECK_FLAGS (check-logits), SERVE_PRESET, SERVE_FAULT_PRESET, SERVE_LIMIT, SERVE_ARGS.
 # `ab` benchmarks other builds (AB_BINS) or settings (AB_FLAGS, AB_ENVS) beside this one. `tests` runs every
 # GPU test except the overlap executor's, which `overlap` runs under a time limit (a hang there
-# must not eat the device call) together with the overlap benchmark.
+# must not eat the device call) together with the overlap benchmark. `tests` takes longer than one
+# device call allows (on an H100, 2026-12-07: ~420 of 666 tests in 290 s): split it over calls
+# with googletest's own sharding, GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=0 (then 1, 2), under
+# TESTS_LIMIT (seconds, default 1200).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.carry/bin}
