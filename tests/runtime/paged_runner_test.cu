@@ -51,7 +51,6 @@ PagedRunnerOptions runner_options(int max_rows, int max_context, int block_size,
   o.max_context = max_context;
   o.max_decode_rows = max_rows;
   o.max_step_tokens = 256;
-  o.keep_logits = true;
   return o;
 }
 
@@ -108,6 +107,7 @@ RunnerSeq next_seq(Request& r, int n, BlockPool& pool) {
   pool.grow(r, s.start_pos + static_cast<int>(s.tokens.size()));
   s.block_table = r.blocks;
   s.sampling = r.sampling;
+  s.want_logits = s.sample;  // every sampled row's logits, compared with the oracle's
   s.sample_index = static_cast<int>(r.generated.size());
   return s;
 }
