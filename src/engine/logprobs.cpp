@@ -1,30 +1,34 @@
 // token_logprobs (include/megaops/engine.h): a generated token's log-probability and the top-N
-// alternatives from one row of fp32 logits, on the host. The log-softmax sums in double so the
-// values do not depend on the vocabulary's size beyond float rounding of the result.
+// alternatives from one row of fp32 logits, on the host (the engine's thread, per token of each
+// request that asks). Two passes over the row: the maximum and the top-N (a short sorted list,
+// N <= 20, so no copy or sort of the vocabulary), then the sum of exponentials in double.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "megaops/engine.h"
 
 namespace megaops {
 
 SampledLogprobs token_logprobs(const float* logits, int vocab, int token, int top_n) {
-  double peak = -INFINITY;
-  for (int i = 0; i < vocab; ++i) peak = std::max(peak, static_cast<double>(logits[i]));
+  const size_t n = static_cast<size_t>(std::clamp(top_n, 0, vocab));
+  SampledLogprobs out;
+  out.top.reserve(n + 1);
+  float peak = -INFINITY;
+  for (int i = 0; i < vocab; ++i) {
+    const float x = logits[i];
+    peak = std::max(peak, x);
+    if (n == 0 || (out.top.size() == n && !(x > out.top.back().logprob))) continue;
+    // After its equals: on ties the lower id (seen first) stays ahead.
+    auto at = std::upper_bound(out.top.begin(), out.top.end(), x,
+                               [](float v, const TokenLogprob& t) { return v > t.logprob; });
+    out.top.insert(at, {i, x});
+    if (out.top.size() > n) out.top.pop_back();
+  }
   double sum = 0;
   for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - peak);
   const double log_z = peak + std::log(sum);
-  const auto logprob = [&](int i) { return static_cast<float>(logits[i] - log_z); };
-  SampledLogprobs out;
-  out.sampled = {token, logprob(token)};
-  const int n = std::clamp(top_n, 0, vocab);
-  std::vector<int> ids(vocab);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int a, int b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  for (int k = 0; k < n; ++k) out.top.push_back({ids[k], logprob(ids[k])});
+  out.sampled = {token, static_cast<float>(logits[token] - log_z)};
+  for (TokenLogprob& t : out.top) t.logprob = static_cast<float>(t.logprob - log_z);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "core/error.h"
 #include "engine/engine_test_util.h"
@@ -175,6 +176,29 @@ TEST(EngineLogprobs, TokenLogprobsOfARow) {
   EXPECT_EQ(lp.top[4].token, 3);
   EXPECT_NEAR(lp.top[0].logprob, 3.0 - z, 1e-6);
   EXPECT_NEAR(lp.top[2].logprob, 1.0 - z, 1e-6);
+  const SampledLogprobs one = token_logprobs(row.data(), 5, 2, 1);
+  ASSERT_EQ(one.top.size(), 1u);
+  EXPECT_EQ(one.top[0].token, 1);
+  EXPECT_EQ(one.sampled.logprob, one.top[0].logprob);
+}
+
+// Against a full sort, on rows with many ties (values from a few levels) and an awkward size.
+TEST(EngineLogprobs, TopNIsTheSortedHead) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));  // fresh each run; replay a failure with it
+  std::mt19937 rng(seed);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int vocab = 1 + static_cast<int>(rng() % 777);
+    std::vector<float> row(vocab);
+    for (float& x : row) x = static_cast<float>(rng() % 9) * 0.5f - 2.0f;
+    std::vector<int> ids(vocab);
+    for (int i = 0; i < vocab; ++i) ids[i] = i;
+    std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return row[a] > row[b]; });
+    const int n = static_cast<int>(rng() % 21);
+    const SampledLogprobs lp = token_logprobs(row.data(), vocab, ids[0], n);
+    ASSERT_EQ(static_cast<int>(lp.top.size()), std::min(n, vocab));
+    for (size_t k = 0; k < lp.top.size(); ++k) EXPECT_EQ(lp.top[k].token, ids[k]) << k;
+  }
 }
 
 }  // namespace
