@@ -88,8 +88,10 @@ std::unique_ptr<ModelRunner> make_runner(const Checkpoint& ckpt, const RunnerCon
 RequestParams request_params(const CheckpointText& text, int max_tokens, float temperature,
                              int top_k, float top_p, uint64_t seed,
                              const std::vector<std::string>& stop,
-                             const std::vector<int>& stop_token_ids, bool ignore_eos) {
+                             const std::vector<int>& stop_token_ids, bool ignore_eos,
+                             int logprobs) {
   RequestParams p;
+  p.logprobs = logprobs;
   p.sampling = resolve_sampling(text.generation(), temperature, top_k, top_p, seed);
   p.max_tokens = max_tokens;
   p.stop = stop;
@@ -118,6 +120,14 @@ nb::dict output_dict(const RequestOutput& o) {
   d["prompt_tokens"] = o.prompt_tokens;
   d["completion_tokens"] = o.completion_tokens;
   d["ttft_s"] = o.ttft_s;
+  // Per new token: (its id, its logprob, [(id, logprob) of the top-N]); empty without logprobs.
+  nb::list lps;
+  for (const SampledLogprobs& t : o.logprobs) {
+    nb::list top;
+    for (const TokenLogprob& a : t.top) top.append(nb::make_tuple(a.token, a.logprob));
+    lps.append(nb::make_tuple(t.sampled.token, t.sampled.logprob, top));
+  }
+  d["logprobs"] = lps;
   return d;
 }
 
@@ -139,10 +149,10 @@ class PyLLM {
 
   uint64_t add_request(nb::handle prompt, int max_tokens, float temperature, int top_k, float top_p,
                        uint64_t seed, const std::vector<std::string>& stop,
-                       const std::vector<int>& stop_token_ids, bool ignore_eos) {
+                       const std::vector<int>& stop_token_ids, bool ignore_eos, int logprobs) {
     const std::vector<int> ids = prompt_ids(text_, prompt);
     const RequestParams p = request_params(text_, max_tokens, temperature, top_k, top_p, seed, stop,
-                                           stop_token_ids, ignore_eos);
+                                           stop_token_ids, ignore_eos, logprobs);
     std::lock_guard<std::mutex> lock(mutex_);
     return engine_->add_request(ids, p);
   }
@@ -215,7 +225,8 @@ void bind_llm(nb::module_& m) {
       .def("add_request", &PyLLM::add_request, nb::arg("prompt"), nb::arg("max_tokens") = 16,
            nb::arg("temperature") = -1.0f, nb::arg("top_k") = -1, nb::arg("top_p") = -1.0f,
            nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
-           nb::arg("stop_token_ids") = std::vector<int>{}, nb::arg("ignore_eos") = false)
+           nb::arg("stop_token_ids") = std::vector<int>{}, nb::arg("ignore_eos") = false,
+           nb::arg("logprobs") = -1)
       .def("step", &PyLLM::step)
       .def("abort", &PyLLM::abort, nb::arg("id"))
       .def("has_work", &PyLLM::has_work)

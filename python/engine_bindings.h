@@ -50,7 +50,8 @@ std::unique_ptr<ModelRunner> make_runner(const Checkpoint& ckpt, const RunnerCon
 RequestParams request_params(const CheckpointText& text, int max_tokens, float temperature,
                              int top_k, float top_p, uint64_t seed,
                              const std::vector<std::string>& stop,
-                             const std::vector<int>& stop_token_ids, bool ignore_eos);
+                             const std::vector<int>& stop_token_ids, bool ignore_eos,
+                             int logprobs = -1);
 
 // A str prompt through the tokenizer (special tokens added), or a list of ids.
 std::vector<int> prompt_ids(const CheckpointText& text, nanobind::handle prompt);

@@ -44,13 +44,36 @@ struct RequestParams {
   std::vector<std::string> stop;              // stop strings: the text ends before the first
   std::vector<int> stop_token_ids;            // ids that end the request besides EOS
   bool ignore_eos = false;
+  // Log-probabilities of each generated token and of the `logprobs` most likely tokens at its
+  // position (0..MAX_LOGPROBS; -1: off): the log-softmax of the model's raw logits, before
+  // temperature, top-k and top-p (vLLM's default "raw" logprobs).
+  int logprobs = -1;
 };
+
+// Most alternatives RequestParams::logprobs may ask for (OpenAI's chat top_logprobs limit).
+constexpr int MAX_LOGPROBS = 20;
+
+struct TokenLogprob {
+  int token = 0;
+  float logprob = 0;
+};
+// One generated token's log-probability and the `logprobs` most likely tokens at its position,
+// most likely first (the lower id first on ties).
+struct SampledLogprobs {
+  TokenLogprob sampled;
+  std::vector<TokenLogprob> top;
+};
+// The log-softmax of `logits` [vocab] at `token`, and its `top_n` largest entries (computed in
+// double: a max-shifted sum of exponentials).
+SampledLogprobs token_logprobs(const float* logits, int vocab, int token, int top_n);
 
 // What one step() did to one request: the tokens it generated (the EOS or stop token included,
 // its text not), the text that became final, and, when finished, why.
 struct RequestOutput {
   uint64_t id = 0;
   std::vector<int> new_tokens;
+  // One a new token, when the request asked for logprobs (RequestParams::logprobs >= 0).
+  std::vector<SampledLogprobs> logprobs;
   std::string text;  // delta, UTF-8 complete; empty without a tokenizer
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;

@@ -26,7 +26,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Iterator, List, Optional, Sequence, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Union
 
 
 # What a CUDA build links dynamically besides the driver (CUDA 13's cuBLASLt).
@@ -89,8 +89,8 @@ _ext = _import_extension()
 _LLM, Executor, Model, cuda_ops = _ext._LLM, _ext.Executor, _ext.Model, _ext.cuda_ops
 gpu_available, has_cuda, ops = _ext.gpu_available, _ext.has_cuda, _ext.ops
 
-__all__ = ["CompletionOutput", "Executor", "LLM", "Model", "SamplingParams", "StreamDelta", "chat",
-           "cuda_ops", "gpu_available", "has_cuda", "load", "ops"]
+__all__ = ["CompletionOutput", "Executor", "LLM", "Logprob", "Model", "SamplingParams",
+           "StreamDelta", "chat", "cuda_ops", "gpu_available", "has_cuda", "load", "ops"]
 
 
 def load(path, device="auto", max_context=4096, plan=""):
@@ -121,6 +121,17 @@ class SamplingParams:
     stop: Sequence[str] = ()
     stop_token_ids: Sequence[int] = ()
     ignore_eos: bool = False
+    # Per generated token, the log-probabilities of it and of the `logprobs` most likely tokens
+    # (0..20; None: off), of the raw logits before temperature / top-k / top-p (vLLM's default).
+    logprobs: Optional[int] = None
+
+
+@dataclass
+class Logprob:
+    """A token's log-probability at one position; rank: its place in the top list (1: the most
+    likely), None for a sampled token outside it."""
+    logprob: float
+    rank: Optional[int] = None
 
 
 @dataclass
@@ -134,6 +145,9 @@ class CompletionOutput:
     finish_reason: Optional[str] = None
     stop_reason: str = ""
     ttft_s: float = -1.0
+    # With SamplingParams.logprobs: per generated token {token id: Logprob} of the top-N and the
+    # sampled token (vLLM's shape); None without.
+    logprobs: Optional[List[Dict[int, Logprob]]] = None
 
 
 @dataclass
@@ -143,6 +157,7 @@ class StreamDelta:
     token_ids: List[int]
     text: str
     finish_reason: Optional[str] = None
+    logprobs: Optional[List[Dict[int, Logprob]]] = None  # as CompletionOutput.logprobs
 
 
 class LLM:
@@ -176,7 +191,8 @@ class LLM:
         return self._engine.add_request(
             prompt, p.max_tokens, -1.0 if p.temperature is None else p.temperature,
             -1 if p.top_k is None else p.top_k, -1.0 if p.top_p is None else p.top_p, seed,
-            list(p.stop), list(p.stop_token_ids), p.ignore_eos)
+            list(p.stop), list(p.stop_token_ids), p.ignore_eos,
+            -1 if p.logprobs is None else p.logprobs)
 
     def _step(self, rid: int) -> list:
         """One engine step; keeps every output until its request's caller takes it, and returns
@@ -210,17 +226,20 @@ class LLM:
         if len(sampling_params) != len(prompts):
             raise ValueError(f"sampling_params: expected 1 or {len(prompts)}, found "
                              f"{len(sampling_params)}")
-        ids, results = [], {}
+        ids, results, by_id = [], {}, {}
         try:
             for prompt, params in zip(prompts, sampling_params):
                 rid = self._add(prompt, params)
                 ids.append(rid)
-                results[rid] = CompletionOutput(prompt_token_ids=self._ids(prompt))
+                by_id[rid] = params
+                results[rid] = CompletionOutput(prompt_token_ids=self._ids(prompt),
+                                                logprobs=None if params is None or
+                                                params.logprobs is None else [])
             pending = list(ids)
             while pending:
                 for out in self._step(pending[0]) + sum((self._take(r) for r in pending[1:]),
                                                         []):
-                    self._merge(results[out["id"]], out)
+                    self._merge(results[out["id"]], out, by_id[out["id"]])
                     if out["finished"]:
                         pending.remove(out["id"])
         except BaseException:
@@ -241,7 +260,8 @@ class LLM:
                     if out["finish_reason"] == "error":
                         raise RuntimeError(out["stop_reason"])
                     finished = out["finished"]
-                    yield StreamDelta(out["tokens"], out["text"], out["finish_reason"])
+                    yield StreamDelta(out["tokens"], out["text"], out["finish_reason"],
+                                      self._logprobs(out, sampling_params))
         finally:
             if not finished:
                 self._abort(rid)
@@ -254,9 +274,24 @@ class LLM:
         return self._engine.encode(prompt) if isinstance(prompt, str) else list(prompt)
 
     @staticmethod
-    def _merge(result: CompletionOutput, out: dict) -> None:
+    def _logprobs(out: dict, params: Optional[SamplingParams]):
+        if params is None or params.logprobs is None:
+            return None
+        steps = []
+        for token, value, top in out["logprobs"]:
+            d = {t: Logprob(v, rank) for rank, (t, v) in enumerate(top, start=1)}
+            if token not in d:
+                d[token] = Logprob(value)
+            steps.append(d)
+        return steps
+
+    @staticmethod
+    def _merge(result: CompletionOutput, out: dict, params: Optional[SamplingParams]) -> None:
         if out["finish_reason"] == "error":
             raise RuntimeError(out["stop_reason"])
+        steps = LLM._logprobs(out, params)
+        if steps is not None:
+            result.logprobs = (result.logprobs or []) + steps
         result.token_ids += out["tokens"]
         result.text += out["text"]
         if out["ttft_s"] >= 0:

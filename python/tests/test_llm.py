@@ -126,3 +126,35 @@ def test_without_a_gpu_device_cuda_is_one_error(ckpt):
         megaops.LLM(ckpt, device="cuda")
     assert "\n" not in str(err.value)
     assert megaops.LLM(ckpt, max_context=64).backend.startswith("CPU oracle")  # auto: the CPU
+
+
+def test_logprobs_are_raw_and_the_same_batched_or_streamed(ckpt, device):
+    """SamplingParams.logprobs: per token {id: Logprob} of the top-N and the sampled token; greedy's
+    token ranks first; values of the raw logits (a hot request's first top list is greedy's); the
+    same batched, alone and streamed; None without."""
+    engine = llm(ckpt, device, max_batch=4)
+    greedy = params(0, logprobs=3)
+    alone = engine.generate("Once upon a time", greedy)[0]
+    assert len(alone.logprobs) == len(alone.token_ids) == 6
+    for token, step in zip(alone.token_ids, alone.logprobs):
+        assert len(step) == 3
+        assert step[token].rank == 1
+        assert max(v.logprob for v in step.values()) == step[token].logprob <= 0
+    hot = params(0, logprobs=3, temperature=1.5, seed=5)
+    outs = engine.generate(["Hello", "Once upon a time", "Once upon a time"],
+                           [params(1), greedy, hot])
+    assert outs[0].logprobs is None
+    assert outs[1].token_ids == alone.token_ids
+    for got, want in zip(outs[1].logprobs, alone.logprobs):
+        assert got.keys() == want.keys()
+        for t in got:
+            assert got[t].logprob == pytest.approx(want[t].logprob, abs=1e-4)
+    top = {t: v for t, v in outs[2].logprobs[0].items() if v.rank is not None}
+    assert {t: v.rank for t, v in top.items()} == {t: v.rank for t, v in alone.logprobs[0].items()}
+    streamed = []
+    for delta in engine.stream("Once upon a time", greedy):
+        streamed += delta.logprobs
+    assert [{t: v.logprob for t, v in s.items()} for s in streamed] == \
+        [{t: v.logprob for t, v in s.items()} for s in alone.logprobs]
+    with pytest.raises(ValueError, match="logprobs"):
+        engine.generate("Hello", params(0, logprobs=21))

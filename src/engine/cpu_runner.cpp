@@ -87,7 +87,7 @@ std::vector<int> CpuModelRunner::run(const std::vector<RunnerSeq>& seqs) {
     out[i] =
         ref::sample(row, vocab, sp,
                     ref::sampling_uniform(sp.seed, 0, static_cast<uint32_t>(seqs[i].sample_index)));
-    last_logits_.insert(last_logits_.end(), row, row + vocab);
+    if (seqs[i].want_logits) last_logits_.insert(last_logits_.end(), row, row + vocab);
   }
   return out;
 }

@@ -98,7 +98,7 @@ struct Engine::Impl {
   }
 
   RequestOutput finish(Request& r, FinishReason reason, std::string detail);
-  void on_token(Request& r, int token, RequestOutput& out);
+  void on_token(Request& r, int token, RequestOutput& out, SampledLogprobs* logprobs);
   std::vector<RunnerSeq> runner_seqs(const Schedule& s) const;
 };
 
@@ -118,7 +118,7 @@ RequestOutput Engine::Impl::finish(Request& r, FinishReason reason, std::string 
   return out;
 }
 
-void Engine::Impl::on_token(Request& r, int token, RequestOutput& out) {
+void Engine::Impl::on_token(Request& r, int token, RequestOutput& out, SampledLogprobs* logprobs) {
   if (token == NONFINITE_LOGITS_TOKEN || token < 0 || token >= vocab) {
     const std::string at = r.output.empty() ? std::string("prefill")
                                             : "decode step " + std::to_string(r.output.size());
@@ -171,6 +171,7 @@ void Engine::Impl::on_token(Request& r, int token, RequestOutput& out) {
     out.ttft_s = r.ttft_s;
   }
   out.new_tokens = {token};
+  if (logprobs) out.logprobs = {std::move(*logprobs)};
 }
 
 std::vector<RunnerSeq> Engine::Impl::runner_seqs(const Schedule& s) const {
@@ -186,6 +187,7 @@ std::vector<RunnerSeq> Engine::Impl::runner_seqs(const Schedule& s) const {
     q.sample = r.num_computed + ss.num_tokens == r.num_tokens();
     q.sampling = r.params.sampling;
     q.sample_index = static_cast<int>(r.output.size());
+    q.want_logits = q.sample && r.params.logprobs >= 0;
     seqs.push_back(std::move(q));
   }
   return seqs;
@@ -226,6 +228,9 @@ void Engine::check_request(const std::vector<int>& prompt, const RequestParams& 
   }
   for (int id : params.stop_token_ids)
     if (id < 0) throw InputError("stop_token_ids: expected ids >= 0, found " + std::to_string(id));
+  if (params.logprobs < -1 || params.logprobs > MAX_LOGPROBS)
+    throw InputError("logprobs: expected -1 (off) or 0.." + std::to_string(MAX_LOGPROBS) +
+                     ", found " + std::to_string(params.logprobs));
 }
 
 uint64_t Engine::add_request(std::vector<int> prompt, const RequestParams& params) {
@@ -257,15 +262,24 @@ std::vector<RequestOutput> Engine::step() {
   if (!schedule.seqs.empty()) {
     const std::vector<RunnerSeq> seqs = m.runner_seqs(schedule);
     std::vector<int> tokens;
+    std::vector<float> logits;  // the rows of the seqs that want logits, in order
+    size_t wanted = 0;
+    for (const RunnerSeq& q : seqs) wanted += q.want_logits;
     std::string failure;
     try {
       tokens = m.runner->run(seqs);
       if (tokens.size() != seqs.size())
         failure = "the runner returned " + std::to_string(tokens.size()) + " tokens for " +
                   std::to_string(seqs.size()) + " sequences";
+      if (wanted > 0) logits = m.runner->last_logits();
+      if (failure.empty() && logits.size() != wanted * static_cast<size_t>(m.vocab))
+        failure = "the runner returned " + std::to_string(logits.size()) +
+                  " logits for logprobs, expected " + std::to_string(wanted) + " rows of " +
+                  std::to_string(m.vocab);
     } catch (const std::exception& e) {
       failure = e.what();
     }
+    size_t logits_row = 0;
     ++m.stats.steps_total;
     for (size_t i = 0; i < schedule.seqs.size(); ++i) {
       Request& r = *schedule.seqs[i].request;
@@ -276,7 +290,13 @@ std::vector<RequestOutput> Engine::step() {
       r.num_computed += schedule.seqs[i].num_tokens;
       if (!seqs[i].sample) continue;
       RequestOutput out;
-      m.on_token(r, tokens[i], out);
+      SampledLogprobs lp;
+      const bool with_logprobs = seqs[i].want_logits && tokens[i] >= 0 && tokens[i] < m.vocab;
+      if (with_logprobs)
+        lp = token_logprobs(logits.data() + logits_row * static_cast<size_t>(m.vocab), m.vocab,
+                            tokens[i], r.params.logprobs);
+      logits_row += seqs[i].want_logits;
+      m.on_token(r, tokens[i], out, with_logprobs ? &lp : nullptr);
       outputs.push_back(std::move(out));
     }
   }

@@ -35,10 +35,11 @@ struct RunnerSeq {
   std::vector<int> tokens;
   int start_pos = 0;
   std::vector<int32_t> block_table;  // covers at least start_pos + tokens.size() positions
-  bool sample = false;      // draw a token after the last row (false: non-final prefill chunk)
-  SamplingParams sampling;  // per request (core/sampling.h); seed = the request's seed
-  int sample_index = 0;     // the request's generated-token index: the RNG counter, so a
-                            // request draws the same numbers whatever batch it runs in
+  bool sample = false;       // draw a token after the last row (false: non-final prefill chunk)
+  SamplingParams sampling;   // per request (core/sampling.h); seed = the request's seed
+  int sample_index = 0;      // the request's generated-token index: the RNG counter, so a
+                             // request draws the same numbers whatever batch it runs in
+  bool want_logits = false;  // keep the sampled row's fp32 logits for last_logits() (logprobs)
 };
 
 class ModelRunner {
@@ -53,7 +54,8 @@ class ModelRunner {
   // max_step_tokens rows in all) and returns, per seq in order, the sampled token (sample == true)
   // or -1. Throws InputError naming the field on a malformed step (never UB).
   virtual std::vector<int> run(const std::vector<RunnerSeq>& seqs) = 0;
-  // Optional: fp32 logits [n_sampled, vocab] of the last run's sampled rows, for tests / logprobs.
+  // fp32 logits [n, vocab] of the last run's sampled seqs that set want_logits, in seq order
+  // (logprobs, tests); only those rows pay the device-to-host copy.
   virtual std::vector<float> last_logits() const = 0;
   virtual const char* backend() const = 0;  // "cpu" or "cuda:<plan>"
 };

@@ -66,13 +66,18 @@ class ExecutorRunner final : public ModelRunner {
   int max_step_tokens() const override { return max_context_; }
   int max_context() const override { return max_context_; }
   const char* backend() const override { return label_.c_str(); }
-  std::vector<float> last_logits() const override { return ex_->last_logits(); }
+  // The executor keeps its step's logits on the device (the greedy argmax epilogue writes them
+  // too); they are copied here only for a step whose seq asked (want_logits).
+  std::vector<float> last_logits() const override {
+    return want_logits_ ? ex_->last_logits() : std::vector<float>{};
+  }
 
   std::vector<int> run(const std::vector<RunnerSeq>& seqs) override {
     if (seqs.size() != 1)
       throw Error("the GPU executor adapter runs one request a step, found " +
                   std::to_string(seqs.size()) + " (the paged GPU runner batches requests)");
     const RunnerSeq& s = seqs[0];
+    want_logits_ = false;
     if (!s.sample)
       throw Error("the GPU executor adapter runs a prompt in one step, found a chunk of " +
                   std::to_string(s.tokens.size()) + " at position " + std::to_string(s.start_pos));
@@ -102,6 +107,7 @@ class ExecutorRunner final : public ModelRunner {
           logits.data(), vocab, s.sampling,
           ref::sampling_uniform(s.sampling.seed, 0, static_cast<uint32_t>(s.sample_index)));
     }
+    want_logits_ = s.want_logits;
     return {token};
   }
 
@@ -113,6 +119,7 @@ class ExecutorRunner final : public ModelRunner {
   std::unique_ptr<Executor> ex_;
   uint64_t request_ = 0;
   int pos_ = 0, executor_drew_ = -1;  // what the executor sampled last (its feedback)
+  bool want_logits_ = false;          // the last step's seq asked for its logits
 };
 
 // Why the paged runner cannot run these options ("" where it can).

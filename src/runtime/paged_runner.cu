@@ -323,7 +323,7 @@ std::vector<int> PagedRunner::run(const std::vector<RunnerSeq>& seqs) {
                   " at position " +
                   std::to_string(seqs[i].start_pos + static_cast<int>(seqs[i].tokens.size()) - 1) +
                   ": the logits hold NaN or Inf; no token was sampled");
-    if (opt_.keep_logits) {
+    if (seqs[i].want_logits) {
       const std::vector<float>& row = kept_.at(i);
       logits_.insert(logits_.end(), row.begin(), row.end());
     }
@@ -341,13 +341,14 @@ void PagedRunner::stage_table_row(int row, const RunnerSeq& s) {
   std::fill(t + need, t + stride_, scratch_);
 }
 
-void PagedRunner::keep_logits_row(size_t seq, int r) {
-  if (!opt_.keep_logits) return;
+bool PagedRunner::keep_logits_row(const RunnerSeq& s, size_t seq, int r) {
+  if (!s.want_logits) return false;
   const size_t V = static_cast<size_t>(core_->cfg.vocab_size);
   std::vector<float>& row = kept_[seq];
   row.resize(V);
   MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(row.data(), core_->logits + static_cast<size_t>(r) * V,
                                      V * sizeof(float), cudaMemcpyDeviceToHost, core_->stream));
+  return true;
 }
 
 // ---- the decode buckets ----
@@ -421,12 +422,13 @@ void PagedRunner::replay(const std::vector<RunnerSeq>& seqs, const std::vector<B
   c.check_step(cudaStreamSynchronize(c.stream));
   // step_advance wrote the tokens into the ring's half of row 0's position parity.
   const int32_t* got = c.ring_half(pos[0] & 1);
+  bool copied = false;
   for (size_t r = r0; r < r1; ++r) {
     if (!rows[r].sample) continue;
     out[rows[r].seq] = got[r - r0];
-    keep_logits_row(rows[r].seq, static_cast<int>(r - r0));
+    copied |= keep_logits_row(seqs[rows[r].seq], rows[r].seq, static_cast<int>(r - r0));
   }
-  if (opt_.keep_logits) MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(c.stream));
+  if (copied) MEGAOPS_CUDA_CHECK(cudaStreamSynchronize(c.stream));
 }
 
 void PagedRunner::record_bucket(int bucket) {

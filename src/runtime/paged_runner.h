@@ -60,9 +60,10 @@ struct PagedRunnerOptions {
   // 1's plan's. A plan with a persistent region is refused: the runner runs none yet.
   std::vector<Plan> plans;
   bool batch_invariant = false;  // see above
-  // Keep every sampled row's logits for last_logits() (a device-to-host copy of vocab floats a
-  // row each step: for tests and logprobs).
-  bool keep_logits = false;
+  // The logits of sampled seqs that set RunnerSeq::want_logits are copied to the host for
+  // last_logits() (vocab floats a row, only for those rows). The LM head's greedy argmax epilogue
+  // (greedy_in_lm_head) still writes every row's fp32 logits (MatmulParams::argmax_out), so a
+  // plan with it serves logprobs too.
 };
 
 // The decode buckets of a runner: the powers of two below max_decode_rows, then max_decode_rows.

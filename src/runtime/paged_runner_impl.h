@@ -103,8 +103,9 @@ class PagedRunner final : public ModelRunner {
   void prefill_sample(const std::vector<RunnerSeq>& seqs, const std::vector<size_t>& sampled,
                       const std::vector<int>& rows, std::vector<int>& out);
 
-  // Keeps row r of the logits as seq's (keep_logits).
-  void keep_logits_row(size_t seq, int r);
+  // Queues the copy of row r of the logits to the host as seq's, where it wants them
+  // (RunnerSeq::want_logits); true when it did (the stream must be synchronised before reading).
+  bool keep_logits_row(const RunnerSeq& s, size_t seq, int r);
 
   PagedRunnerOptions opt_;
   std::unique_ptr<ExecutorCore> core_;
@@ -126,7 +127,7 @@ class PagedRunner final : public ModelRunner {
   SampleRow* dev_prompt_sample_ = nullptr;  // device [max_decode_rows]
   int32_t* dev_prompt_tokens_ = nullptr;    // device [max_decode_rows]
   std::vector<float> logits_;
-  std::map<size_t, std::vector<float>> kept_;  // keep_logits: sampled seq -> its logits row
+  std::map<size_t, std::vector<float>> kept_;  // want_logits: sampled seq -> its logits row
 };
 
 }  // namespace megaops

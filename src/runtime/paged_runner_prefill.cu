@@ -101,7 +101,8 @@ void PagedRunner::prefill_sample(const std::vector<RunnerSeq>& seqs,
     c.check(launch_sample(sp), "sample");
     MEGAOPS_CUDA_CHECK(cudaMemcpyAsync(host_tokens + g0, dev_prompt_tokens_, b * sizeof(int32_t),
                                        cudaMemcpyDeviceToHost, st));
-    for (size_t k = g0; k < g1; ++k) keep_logits_row(sampled[k], static_cast<int>(k - g0));
+    for (size_t k = g0; k < g1; ++k)
+      keep_logits_row(seqs[sampled[k]], sampled[k], static_cast<int>(k - g0));
     // The next group overwrites lm_in, the logits and the device rows: stream order keeps them.
   }
   c.check_step(cudaStreamSynchronize(st));

@@ -183,9 +183,15 @@ void HttpServer::Impl::take(Choices& c, std::vector<RequestOutput> outs, std::st
     r.text += o.text;
     r.completion_tokens = o.completion_tokens;
     const std::string reason = o.finished ? finish_reason_name(o.finish_reason) : "";
-    if (!o.text.empty() || !reason.empty() || !c.started[i])
+    // A streamed chunk carries the logprobs of the tokens of its output, even where their text
+    // is still held (a partial character, a possible stop string).
+    const json logprobs = sse && !o.logprobs.empty()
+                              ? logprobs_json(c.request, o.logprobs, model.text, &r.text_offset)
+                              : json(nullptr);
+    r.logprobs.insert(r.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+    if (!o.text.empty() || !reason.empty() || !c.started[i] || !logprobs.is_null())
       event(stream_chunk(c.request, c.id, c.created, c.model, static_cast<int>(i), o.text, reason,
-                         !c.started[i]));
+                         !c.started[i], logprobs));
     c.started[i] = true;
     if (o.finished) {
       r.finish_reason = reason;
@@ -210,10 +216,10 @@ void HttpServer::Impl::respond(Choices& c, httplib::Response& res) {
     send_error(res, c.failure_status, c.failure, "", "server_error");
     return;
   }
-  res.set_content(
-      completion_response(c.request, c.id, c.created, c.model, c.results, c.prompt_tokens)
-          .dump(-1, ' ', false, json::error_handler_t::replace),
-      "application/json");
+  res.set_content(completion_response(c.request, c.id, c.created, c.model, c.results,
+                                      c.prompt_tokens, model.text)
+                      .dump(-1, ' ', false, json::error_handler_t::replace),
+                  "application/json");
 }
 
 void HttpServer::Impl::stream(std::shared_ptr<Choices> c, httplib::Response& res) {

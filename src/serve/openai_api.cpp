@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "io/tokenizer.h"
 #include "io/tokenizer_files.h"
 
 namespace megaops::serve {
@@ -201,8 +202,8 @@ void refuse_unsupported(const json& body, bool chat) {
              (v.is_number() && v.get<double>() == 0) || (v.is_object() && v.empty()) ||
              (v.is_string() && v.get<std::string>().empty()));
   };
-  for (const char* name : {"logprobs", "top_logprobs", "echo", "suffix", "logit_bias",
-                           "presence_penalty", "frequency_penalty", "tool_choice"})
+  for (const char* name :
+       {"echo", "suffix", "logit_bias", "presence_penalty", "frequency_penalty", "tool_choice"})
     if (set(name)) bad(name, "not supported by this server");
   const json& best_of = field_of(body, "best_of");
   if (!best_of.is_null() && !(best_of.is_number_integer() && best_of.get<int64_t>() == 1))
@@ -236,6 +237,26 @@ void parse_sampling(const json& body, const ServedModel& m, ApiRequest& r) {
     s.seed = static_cast<uint64_t>(int_field(seed, "seed", std::numeric_limits<int64_t>::min(),
                                              std::numeric_limits<int64_t>::max()));
   }
+}
+
+// Completions: logprobs, an integer 0..5 (null: off). Chat: logprobs, a boolean, and
+// top_logprobs 0..20, which needs logprobs true.
+void parse_logprobs(const json& body, ApiRequest& r) {
+  const json& lp = field_of(body, "logprobs");
+  if (!r.chat) {
+    if (!lp.is_null())
+      r.params.logprobs = static_cast<int>(int_field(lp, "logprobs", 0, MAX_COMPLETION_LOGPROBS));
+    return;
+  }
+  const bool on = !lp.is_null() && bool_field(lp, "logprobs");
+  const json& top = field_of(body, "top_logprobs");
+  if (top.is_null()) {
+    if (on) r.params.logprobs = 0;
+    return;
+  }
+  const int n = static_cast<int>(int_field(top, "top_logprobs", 0, MAX_LOGPROBS));
+  if (!on) bad("top_logprobs", "only allowed with logprobs: true");
+  r.params.logprobs = n;
 }
 
 void parse_stops(const json& body, const ServedModel& m, ApiRequest& r) {
@@ -334,6 +355,7 @@ ApiRequest parse_request(const std::string& text, bool chat, const ServedModel& 
   }
   parse_sampling(body, m, r);
   parse_stops(body, m, r);
+  parse_logprobs(body, r);
   const bool completion_tokens = chat && !field_of(body, "max_completion_tokens").is_null();
   const char* name = completion_tokens ? "max_completion_tokens" : "max_tokens";
   check_lengths(field_of(body, name), name, m, r);
@@ -357,9 +379,79 @@ json head(const ApiRequest& r, const std::string& id, int64_t created, const std
 
 }  // namespace
 
+namespace {
+
+// A token's text: its bytes as UTF-8 (an incomplete or invalid sequence becomes U+FFFD, so a
+// byte-level token holding part of a character shows as U+FFFD; chat's "bytes" carry the truth).
+std::string token_text(int id, const CheckpointText* text) {
+  if (!text) return "token_id:" + std::to_string(id);
+  std::string out;
+  append_utf8_lossy(text->tokenizer().token_bytes(id), false, &out);
+  return out;
+}
+
+json token_bytes(int id, const CheckpointText* text) {
+  json out = json::array();
+  const std::string b = text ? text->tokenizer().token_bytes(id) : token_text(id, nullptr);
+  for (unsigned char c : b) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+double logprob_value(float x) {
+  return std::isfinite(x) ? static_cast<double>(x) : -9999.0;
+}
+
+int characters(const std::string& s) {
+  int n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace
+
+json logprobs_json(const ApiRequest& r, const std::vector<SampledLogprobs>& tokens,
+                   const CheckpointText* text, int* text_offset) {
+  if (r.chat) {
+    json content = json::array();
+    for (const SampledLogprobs& t : tokens) {
+      json top = json::array();
+      for (const TokenLogprob& a : t.top)
+        top.push_back({{"token", token_text(a.token, text)},
+                       {"logprob", logprob_value(a.logprob)},
+                       {"bytes", token_bytes(a.token, text)}});
+      content.push_back({{"token", token_text(t.sampled.token, text)},
+                         {"logprob", logprob_value(t.sampled.logprob)},
+                         {"bytes", token_bytes(t.sampled.token, text)},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}};
+  }
+  json pieces = json::array(), values = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (const SampledLogprobs& t : tokens) {
+    const std::string piece = token_text(t.sampled.token, text);
+    pieces.push_back(piece);
+    values.push_back(logprob_value(t.sampled.logprob));
+    // The top-N and, as vLLM does, the sampled token (so up to logprobs + 1 entries).
+    json top = json::object();
+    for (const TokenLogprob& a : t.top) {
+      const std::string key = token_text(a.token, text);
+      if (!top.contains(key)) top[key] = logprob_value(a.logprob);
+    }
+    if (!top.contains(piece)) top[piece] = logprob_value(t.sampled.logprob);
+    tops.push_back(std::move(top));
+    offsets.push_back(*text_offset);
+    *text_offset += characters(piece);
+  }
+  return {{"tokens", std::move(pieces)},
+          {"token_logprobs", std::move(values)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
 json completion_response(const ApiRequest& r, const std::string& id, int64_t created,
                          const std::string& model, const std::vector<ChoiceResult>& choices,
-                         int prompt_tokens) {
+                         int prompt_tokens, const CheckpointText* text) {
   json out = head(r, id, created, model, false);
   json list = json::array();
   int completion_tokens = 0;
@@ -371,7 +463,9 @@ json completion_response(const ApiRequest& r, const std::string& id, int64_t cre
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     else
       choice["text"] = c.text;
-    choice["logprobs"] = nullptr;
+    int offset = 0;
+    choice["logprobs"] =
+        r.params.logprobs >= 0 ? logprobs_json(r, c.logprobs, text, &offset) : json(nullptr);
     choice["finish_reason"] = c.finish_reason;
     list.push_back(std::move(choice));
   }
@@ -382,7 +476,7 @@ json completion_response(const ApiRequest& r, const std::string& id, int64_t cre
 
 json stream_chunk(const ApiRequest& r, const std::string& id, int64_t created,
                   const std::string& model, int index, const std::string& text,
-                  const std::string& finish_reason, bool first) {
+                  const std::string& finish_reason, bool first, const json& logprobs) {
   json out = head(r, id, created, model, true);
   json choice = {{"index", index}};
   if (r.chat) {
@@ -393,7 +487,7 @@ json stream_chunk(const ApiRequest& r, const std::string& id, int64_t created,
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish_reason.empty() ? json(nullptr) : json(finish_reason);
   out["choices"] = json::array({std::move(choice)});
   if (r.include_usage) out["usage"] = nullptr;

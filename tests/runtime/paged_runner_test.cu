@@ -51,7 +51,6 @@ PagedRunnerOptions runner_options(int max_rows, int max_context, int block_size,
   o.max_context = max_context;
   o.max_decode_rows = max_rows;
   o.max_step_tokens = 256;
-  o.keep_logits = true;
   return o;
 }
 
@@ -108,6 +107,7 @@ RunnerSeq next_seq(Request& r, int n, BlockPool& pool) {
   pool.grow(r, s.start_pos + static_cast<int>(s.tokens.size()));
   s.block_table = r.blocks;
   s.sampling = r.sampling;
+  s.want_logits = s.sample;  // every sampled row's logits, compared with the oracle's
   s.sample_index = static_cast<int>(r.generated.size());
   return s;
 }
@@ -306,6 +306,43 @@ TEST(PagedRunner, TokensSameAloneOrBatched) {
       }
       EXPECT_EQ(many[0].generated, alone[0].generated);
     }
+}
+
+// Only the sampled seqs that set want_logits get their logits copied, in seq order, on the
+// prompt pass and in a decode bucket alike; a step where none asks leaves last_logits() empty.
+// The same step run again (the same K / V rewritten) with fewer seqs asking gives their rows.
+TEST(PagedRunner, LogitsOnlyForSeqsThatWantThem) {
+  MEGAOPS_REQUIRE_GPU();
+  const ModelConfig cfg = preset_config("tiny-llama3");
+  const uint64_t seed = testing::test_seed();
+  std::mt19937_64 rng(seed);
+  std::unique_ptr<ModelRunner> runner =
+      make_paged_runner(cfg, random_filler(seed), runner_options(4, 64, 16, 16));
+  const size_t V = static_cast<size_t>(cfg.vocab_size);
+  BlockPool pool(16, 16, rng);
+  std::vector<Request> reqs = {{1, random_prompt(9, cfg.vocab_size, rng)},
+                               {2, random_prompt(5, cfg.vocab_size, rng)}};
+  for (int step = 0; step < 3; ++step) {  // step 0: the prompts; then decode rows
+    SCOPED_TRACE("step " + std::to_string(step));
+    std::vector<RunnerSeq> seqs = {next_seq(reqs[0], 100, pool), next_seq(reqs[1], 100, pool)};
+    const std::vector<int> tokens = runner->run(seqs);
+    const std::vector<float> all = runner->last_logits();
+    ASSERT_EQ(all.size(), 2 * V);
+    seqs[0].want_logits = false;
+    EXPECT_EQ(runner->run(seqs), tokens);
+    const std::vector<float> second = runner->last_logits();
+    ASSERT_EQ(second.size(), V);
+    // The same inputs: the same bits on the default path (the contiguous executor's test holds
+    // it to that); 1e-3 absolute leaves room for a reduction order that varies.
+    for (size_t i = 0; i < V; ++i) ASSERT_NEAR(second[i], all[V + i], 1e-3f) << "logit " << i;
+    seqs[1].want_logits = false;
+    EXPECT_EQ(runner->run(seqs), tokens);
+    EXPECT_TRUE(runner->last_logits().empty());
+    for (size_t k = 0; k < 2; ++k) {
+      reqs[k].cached += static_cast<int>(seqs[k].tokens.size());
+      reqs[k].generated.push_back(tokens[k]);
+    }
+  }
 }
 
 TEST(PagedRunner, RejectsMalformedSteps) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/engine_test_util.h"
 
 namespace megaops::serve {
@@ -105,7 +107,7 @@ TEST(OpenAiApi, BadFieldsAreNamed) {
   expect_error(R"({"prompt": "x", "stop": [""]})", 400, "stop");
   expect_error(R"({"prompt": "x", "stop": ["a", 3]})", 400, "stop[1]");
   expect_error(R"({"prompt": "x", "seed": "1"})", 400, "seed");
-  expect_error(R"({"prompt": "x", "logprobs": 2})", 400, "logprobs", false, "not supported");
+  expect_error(R"({"prompt": "x", "echo": true})", 400, "echo", false, "not supported");
   expect_error(R"({"prompt": "x", "best_of": 2})", 400, "best_of");
   expect_error(R"({"prompt": "x", "presence_penalty": 0.5})", 400, "presence_penalty");
   expect_error(R"({"prompt": [1, 512]})", 400, "prompt[1]");
@@ -120,6 +122,55 @@ TEST(OpenAiApi, BadFieldsAreNamed) {
                          {"presence_penalty", 0},
                          {"best_of", 1},
                          {"user", "me"}}));
+}
+
+// Completions: logprobs 0..5; chat: logprobs a boolean, top_logprobs 0..20 only with it.
+TEST(OpenAiApi, LogprobsAreCheckedNamingTheField) {
+  EXPECT_EQ(parse({{"prompt", "x"}}).params.logprobs, -1);
+  EXPECT_EQ(parse({{"prompt", "x"}, {"logprobs", 3}}).params.logprobs, 3);
+  EXPECT_EQ(parse({{"prompt", "x"}, {"logprobs", 0}}).params.logprobs, 0);
+  expect_error(R"({"prompt": "x", "logprobs": 6})", 400, "logprobs");
+  expect_error(R"({"prompt": "x", "logprobs": -1})", 400, "logprobs");
+  expect_error(R"({"prompt": "x", "logprobs": true})", 400, "logprobs");
+  const json msgs = json::array({{{"role", "user"}, {"content", "x"}}});
+  EXPECT_EQ(parse({{"messages", msgs}}, true).params.logprobs, -1);
+  EXPECT_EQ(parse({{"messages", msgs}, {"logprobs", false}}, true).params.logprobs, -1);
+  EXPECT_EQ(parse({{"messages", msgs}, {"logprobs", true}}, true).params.logprobs, 0);
+  EXPECT_EQ(
+      parse({{"messages", msgs}, {"logprobs", true}, {"top_logprobs", 20}}, true).params.logprobs,
+      20);
+  const std::string m = R"({"messages": [{"role": "user", "content": "x"}], )";
+  expect_error(m + R"("logprobs": 1})", 400, "logprobs", true);
+  expect_error(m + R"("top_logprobs": 2})", 400, "top_logprobs", true, "logprobs: true");
+  expect_error(m + R"("logprobs": false, "top_logprobs": 2})", 400, "top_logprobs", true);
+  expect_error(m + R"("logprobs": true, "top_logprobs": 21})", 400, "top_logprobs", true);
+  expect_error(m + R"("logprobs": true, "top_logprobs": "2"})", 400, "top_logprobs", true);
+}
+
+TEST(OpenAiApi, LogprobsHaveOpenAisShape) {
+  const CheckpointText& text = testing::tiny_text();
+  const std::vector<SampledLogprobs> lps = {{{65, -0.5f}, {{65, -0.5f}, {66, -1.5f}}},
+                                            {{66, -INFINITY}, {{65, -0.25f}, {67, -1.0f}}}};
+  int offset = 0;
+  const json c = logprobs_json(parse({{"prompt", "x"}, {"logprobs", 2}}), lps, &text, &offset);
+  const std::string a = text.tokenizer().decode({65}), b = text.tokenizer().decode({66});
+  EXPECT_EQ(c["tokens"], json::array({a, b}));
+  EXPECT_EQ(c["token_logprobs"], json::array({-0.5, -9999.0}));
+  EXPECT_EQ(c["top_logprobs"][0].size(), 2u);
+  EXPECT_EQ(c["top_logprobs"][0][b], -1.5);
+  EXPECT_EQ(c["top_logprobs"][1].size(), 3u);  // the sampled token joins the top-N
+  EXPECT_EQ(c["top_logprobs"][1][b], -9999.0);
+  EXPECT_EQ(c["text_offset"], json::array({0, static_cast<int>(a.size())}));
+  EXPECT_EQ(offset, static_cast<int>(a.size() + b.size()));
+  const json msgs = json::array({{{"role", "user"}, {"content", "x"}}});
+  const json h =
+      logprobs_json(parse({{"messages", msgs}, {"logprobs", true}}, true), lps, &text, &offset);
+  ASSERT_EQ(h["content"].size(), 2u);
+  EXPECT_EQ(h["content"][0]["token"], a);
+  EXPECT_EQ(h["content"][0]["logprob"], -0.5);
+  EXPECT_EQ(h["content"][0]["bytes"].size(), text.tokenizer().token_bytes(65).size());
+  EXPECT_EQ(h["content"][1]["top_logprobs"][0]["logprob"], -0.25);
+  EXPECT_EQ(h["content"][1]["top_logprobs"][1]["token"], text.tokenizer().decode({67}));
 }
 
 TEST(OpenAiApi, ChatRendersTheTemplate) {
@@ -149,10 +200,18 @@ TEST(OpenAiApi, ChatRendersTheTemplate) {
                400, "chat_template_kwargs", true);
 }
 
+ChoiceResult choice(const std::string& text, const std::string& reason, int tokens) {
+  ChoiceResult c;
+  c.text = text;
+  c.finish_reason = reason;
+  c.completion_tokens = tokens;
+  return c;
+}
+
 TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   const ApiRequest r = parse({{"prompt", "x"}, {"n", 2}});
-  const json out =
-      completion_response(r, "cmpl-1", 7, "tiny", {{"ab", "stop", 2}, {"c", "length", 3}}, 4);
+  const json out = completion_response(r, "cmpl-1", 7, "tiny",
+                                       {choice("ab", "stop", 2), choice("c", "length", 3)}, 4);
   EXPECT_EQ(out["object"], "text_completion");
   EXPECT_EQ(out["choices"][1]["index"], 1);
   EXPECT_EQ(out["choices"][1]["text"], "c");
