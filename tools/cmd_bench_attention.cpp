@@ -37,7 +37,16 @@ struct Opts {
   int paged = 0;  // block size of the decode comparison; 0: the prefill table
   std::string decode_contexts = "1024,8192", decode_batches = "1,32";
   int decode_repeats = 9;
+  std::string paged_orders = "shuffled";
 };
+
+PagedOrder parse_paged_order(const std::string& s) {
+  if (s == "shuffled") return PagedOrder::Shuffled;
+  if (s == "sequential") return PagedOrder::Sequential;
+  if (s == "interleaved") return PagedOrder::Interleaved;
+  throw_input_error("--paged-order", "",
+                    "expected shuffled, sequential or interleaved, found '" + s + "'");
+}
 
 #ifdef MEGAOPS_HAVE_CUDA
 // The JSON document's common fields around `rows`.
@@ -67,53 +76,57 @@ int run_paged_decode(const Opts& o, const cudaDeviceProp& prop) {
     if (x < 1 || x > 65535)
       throw_input_error("--decode-batches", "", "expected 1..65535, found " + std::to_string(x));
   if (o.decode_repeats < 1) throw_input_error("--decode-repeats", "", "expected >= 1");
+  const std::vector<std::string> orders = split_list(o.paged_orders);
   const double hbm_gbps = measure_hbm_ceiling_isolated(2048, 10, 0);
   std::printf("HBM read ceiling: %.0f GB/s; decode attention, block size %d\n", hbm_gbps, o.paged);
-  std::printf("%-12s %5s %6s %10s %10s %8s %8s %7s %7s\n", "preset", "batch", "ctx", "contig us",
-              "paged us", "contig", "paged", "%hbm", "speed");
+  std::printf("%-12s %-11s %5s %6s %10s %10s %8s %8s %7s %7s\n", "preset", "order", "batch", "ctx",
+              "contig us", "paged us", "contig", "paged", "%hbm", "speed");
   nlohmann::json rows = nlohmann::json::array();
   for (const std::string& name : presets) {
     const ModelConfig c = preset_config(name);
-    for (int batch : batches)
-      for (int ctx : contexts) {
-        DecodePagedBenchCase bc;
-        bc.batch = batch;
-        bc.context = ctx;
-        bc.num_heads = c.num_heads;
-        bc.num_kv_heads = c.num_kv_heads;
-        bc.head_dim = c.head_dim;
-        bc.block_size = o.paged;
-        bc.repeats = o.decode_repeats;
-        const DecodePagedBenchResult r = time_decode_attention_paged(bc);
-        const double gbps_c = r.kv_bytes / (r.contiguous_us * 1e3);
-        const double gbps_p = r.kv_bytes / (r.paged_us * 1e3);
-        const double speed = r.contiguous_us / r.paged_us;  // paged speed / contiguous speed
-        std::printf("%-12s %5d %6d %10.2f %10.2f %8.0f %8.0f %6.1f%% %7.3f\n", name.c_str(), batch,
-                    ctx, r.contiguous_us, r.paged_us, gbps_c, gbps_p, 100 * gbps_p / hbm_gbps,
-                    speed);
-        std::fflush(stdout);
-        rows.push_back({{"kind", "decode_paged"},
-                        {"preset", name},
-                        {"batch", batch},
-                        {"context", ctx},
-                        {"block_size", o.paged},
-                        {"num_heads", c.num_heads},
-                        {"num_kv_heads", c.num_kv_heads},
-                        {"head_dim", c.head_dim},
-                        {"layers", r.layers},
-                        {"launches_per_replay", r.launches},
-                        {"kv_bytes_per_launch", r.kv_bytes},
-                        {"contiguous_us", r.contiguous_us},
-                        {"contiguous_us_min", r.contiguous_min_us},
-                        {"contiguous_us_max", r.contiguous_max_us},
-                        {"paged_us", r.paged_us},
-                        {"paged_us_min", r.paged_min_us},
-                        {"paged_us_max", r.paged_max_us},
-                        {"contiguous_gbps", gbps_c},
-                        {"paged_gbps", gbps_p},
-                        {"paged_pct_hbm", 100 * gbps_p / hbm_gbps},
-                        {"paged_speed_vs_contiguous", speed}});
-      }
+    for (const std::string& order : orders)
+      for (int batch : batches)
+        for (int ctx : contexts) {
+          DecodePagedBenchCase bc;
+          bc.order = parse_paged_order(order);
+          bc.batch = batch;
+          bc.context = ctx;
+          bc.num_heads = c.num_heads;
+          bc.num_kv_heads = c.num_kv_heads;
+          bc.head_dim = c.head_dim;
+          bc.block_size = o.paged;
+          bc.repeats = o.decode_repeats;
+          const DecodePagedBenchResult r = time_decode_attention_paged(bc);
+          const double gbps_c = r.kv_bytes / (r.contiguous_us * 1e3);
+          const double gbps_p = r.kv_bytes / (r.paged_us * 1e3);
+          const double speed = r.contiguous_us / r.paged_us;  // paged speed / contiguous speed
+          std::printf("%-12s %-11s %5d %6d %10.2f %10.2f %8.0f %8.0f %6.1f%% %7.3f\n", name.c_str(),
+                      order.c_str(), batch, ctx, r.contiguous_us, r.paged_us, gbps_c, gbps_p,
+                      100 * gbps_p / hbm_gbps, speed);
+          std::fflush(stdout);
+          rows.push_back({{"kind", "decode_paged"},
+                          {"preset", name},
+                          {"batch", batch},
+                          {"context", ctx},
+                          {"block_size", o.paged},
+                          {"block_order", order},
+                          {"num_heads", c.num_heads},
+                          {"num_kv_heads", c.num_kv_heads},
+                          {"head_dim", c.head_dim},
+                          {"layers", r.layers},
+                          {"launches_per_replay", r.launches},
+                          {"kv_bytes_per_launch", r.kv_bytes},
+                          {"contiguous_us", r.contiguous_us},
+                          {"contiguous_us_min", r.contiguous_min_us},
+                          {"contiguous_us_max", r.contiguous_max_us},
+                          {"paged_us", r.paged_us},
+                          {"paged_us_min", r.paged_min_us},
+                          {"paged_us_max", r.paged_max_us},
+                          {"contiguous_gbps", gbps_c},
+                          {"paged_gbps", gbps_p},
+                          {"paged_pct_hbm", 100 * gbps_p / hbm_gbps},
+                          {"paged_speed_vs_contiguous", speed}});
+        }
   }
   if (!o.json_out.empty()) {
     nlohmann::json j = bench_document(prop.name, rows);
@@ -188,6 +201,10 @@ Runner add_bench_attention(CLI::App& app) {
   app.add_option("--decode-contexts", o->decode_contexts,
                  "--paged: keys a sequence, comma-separated");
   app.add_option("--decode-batches", o->decode_batches, "--paged: sequences, comma-separated");
+  app.add_option("--paged-order", o->paged_orders,
+                 "--paged: where each sequence's blocks lie, comma-separated: shuffled (a random "
+                 "permutation of the cache's blocks), sequential (each sequence's in order), "
+                 "interleaved (sequences' blocks taking turns)");
   app.add_option("--decode-repeats", o->decode_repeats,
                  "--paged: timed replays of each layout (alternated; median)");
   return [o]() -> int {
@@ -211,6 +228,7 @@ Runner add_bench_attention(CLI::App& app) {
       throw_input_error(
           "--paged", "",
           "expected a power of two up to 4096 (16, 32, ...), found " + std::to_string(o->paged));
+    for (const std::string& order : split_list(o->paged_orders)) parse_paged_order(order);
 #ifdef MEGAOPS_HAVE_CUDA
     if (!gpu_available()) throw DeviceError("bench-attention: no CUDA device; it needs a GPU");
     cudaDeviceProp prop{};

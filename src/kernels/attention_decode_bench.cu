@@ -1,9 +1,9 @@
 // Decode attention through block tables against the contiguous cache (see
 // attention_decode_bench.h). Both layouts read the same device buffers: the contiguous launch
-// walks each sequence's rows in place, the paged one the same rows as shuffled blocks (block ids
-// a random permutation of every block of the layer), so the bytes read, the grids and the
-// arithmetic are the same and only the addressing differs. Each repeat replays a captured graph
-// of `launches` launches cycling through the layers, alternating the two layouts.
+// walks each sequence's rows in place, the paged one the same rows as blocks in the case's order
+// (shuffled: block ids a random permutation of every block of the layer), so the bytes read, the
+// grids and the arithmetic are the same and only the addressing differs. Each repeat replays a
+// captured graph of `launches` launches cycling through the layers, alternating the two layouts.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -71,8 +71,14 @@ DecodePagedBenchResult time_decode_attention_paged(const DecodePagedBenchCase& c
   for (int b = 0; b < c.batch; ++b) h_ints[b] = b, h_ints[c.batch + b] = c.context;
   std::vector<int32_t> h_table(static_cast<size_t>(c.batch) * stride);
   std::iota(h_table.begin(), h_table.end(), 0);
-  std::mt19937_64 rng(7);
-  std::shuffle(h_table.begin(), h_table.end(), rng);
+  if (c.order == PagedOrder::Shuffled) {
+    std::mt19937_64 rng(7);
+    std::shuffle(h_table.begin(), h_table.end(), rng);
+  } else if (c.order == PagedOrder::Interleaved) {
+    for (int b = 0; b < c.batch; ++b)
+      for (int j = 0; j < stride; ++j)
+        h_table[static_cast<size_t>(b) * stride + j] = j * c.batch + b;
+  }
   MEGAOPS_CUDA_CHECK(
       cudaMemcpy(ints.ptr, h_ints.data(), h_ints.size() * 4, cudaMemcpyHostToDevice));
   MEGAOPS_CUDA_CHECK(

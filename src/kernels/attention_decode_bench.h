@@ -2,16 +2,20 @@
 // (`megaops bench-attention --paged BLOCK_SIZE`): `batch` sequences of `context` keys each, the
 // executor's launch (launch_decode_attention, merged in the kernel), over enough layers' caches
 // that the reads come from HBM, not L2; the paged cache's blocks are the same bytes in a shuffled
-// order (each sequence's blocks scattered over the whole cache, as a block manager hands them
-// out). Pure C++ header (the CLI is compiled without CUDA headers).
+// order: scattered over the whole cache (shuffled, a long-running server's free list), in each
+// sequence's order (sequential), or sequences' blocks taking turns (interleaved: sequences that
+// grew together from an empty pool). Pure C++ header (the CLI is compiled without CUDA headers).
 #pragma once
 
 namespace megaops {
+
+enum class PagedOrder { Shuffled, Sequential, Interleaved };
 
 struct DecodePagedBenchCase {
   int batch = 1, context = 1024;
   int num_heads = 0, num_kv_heads = 0, head_dim = 0;
   int block_size = 16;
+  PagedOrder order = PagedOrder::Shuffled;
   int repeats = 9;  // timed graph replays a layout (median)
 };
 
