@@ -79,6 +79,26 @@ __device__ __forceinline__ bool persistent_region_schedule_matches(const int32_t
          gridDim.z == 1;
 }
 
+// This CTA's (blockIdx.x's) task list in a packed schedule: positions [begin, end) of `task`,
+// each task's op (an index into the schedule's graph) and output tile.
+struct RegionCtaList {
+  const int32_t* task = nullptr;
+  const int32_t* task_op = nullptr;
+  const int32_t* task_tile = nullptr;
+  int32_t begin = 0, end = 0;
+};
+
+__device__ __forceinline__ RegionCtaList region_cta_list(const int32_t* s) {
+  RegionCtaList l;
+  const int32_t* cta_begin = s + s[RP_CTA_BEGIN];
+  l.task = s + s[RP_CTA_TASK];
+  l.task_op = s + s[RP_TASK_OP];
+  l.task_tile = s + s[RP_TASK_TILE];
+  l.begin = cta_begin[blockIdx.x];
+  l.end = cta_begin[blockIdx.x + 1];
+  return l;
+}
+
 // Runs this CTA's (blockIdx.x's) task list for decode step `step` (1-based; the waits target
 // tile_target(step, target)). Must be reached by every thread of the CTA (1-D blocks). Per task,
 // every thread calls `prologue(op, tile, task)` before the waits (it may read only what no task of
@@ -96,21 +116,17 @@ __device__ __forceinline__ bool persistent_region_run(const RegionSync& sync, ui
                                                       Prologue&& prologue, Body&& body) {
   const int32_t* s = sync.schedule;
   if (!persistent_region_schedule_matches(s)) return false;
-  const int32_t* cta_begin = s + s[RP_CTA_BEGIN];
-  const int32_t* cta_task = s + s[RP_CTA_TASK];
-  const int32_t* task_op = s + s[RP_TASK_OP];
-  const int32_t* task_tile = s + s[RP_TASK_TILE];
+  const RegionCtaList list = region_cta_list(s);
   const int32_t* wait_begin = s + s[RP_WAIT_BEGIN];
   const int32_t* wait_sem = s + s[RP_WAIT_SEM];
   const int32_t* wait_target = s + s[RP_WAIT_TARGET];
   const int32_t* signal_begin = s + s[RP_SIGNAL_BEGIN];
   const int32_t* signal_sem = s + s[RP_SIGNAL_SEM];
   const bool leader = threadIdx.x == 0;
-  const int32_t end = cta_begin[blockIdx.x + 1];
-  for (int32_t k = cta_begin[blockIdx.x]; k < end; ++k) {
-    const int32_t task = cta_task[k];
-    const int32_t op = task_op[task];
-    const int32_t tile = task_tile[task];
+  for (int32_t k = list.begin; k < list.end; ++k) {
+    const int32_t task = list.task[k];
+    const int32_t op = list.task_op[task];
+    const int32_t tile = list.task_tile[task];
     const int32_t named = sync.step_op != nullptr ? sync.step_op[op] : op;
     prologue(op, tile, task);
     uint64_t wait_start = 0, wait_end = 0;

@@ -209,17 +209,25 @@ __device__ __forceinline__ void region_silu_mul(const SiluMulParams& p, int tile
   }
 }
 
-// The attention's query head `tile`: the per-query-head launch's CTAs (row, split) of the head.
-// Out of line: it takes the registers it needs (its fold variants the most of any task) without
-// pressing on the matmul's, which at two CTAs an SM otherwise spill.
+// The attention's query head `tile`: the per-query-head launch's CTAs (row, split) of the head
+// that hold keys of the row's context (decode_split_plan; split 0 for an empty one, which writes
+// its zeros). The launch's other CTAs find no keys and return having written nothing (the split
+// that writes the row's k / v to the cache is one of those with keys, or split 0), so they are
+// left out rather than run in turn. Out of line: it takes the registers it needs (its fold
+// variants the most of any task) without pressing on the matmul's, which at two CTAs an SM
+// otherwise spill.
 __device__ __noinline__ void region_attention(const RegionOp& op, int tile, unsigned char* smem) {
   const DecodeAttentionParams& p = op.attn;
-  for (int bi = 0; bi < p.b; ++bi)
-    for (int split = 0; split < op.attn_splits; ++split) {
+  for (int bi = 0; bi < p.b; ++bi) {
+    // A step input (written before the step, as the kernel reads it before its wait).
+    const int ctx = min(p.ctx_lens[bi], p.max_seq);
+    const int units = max(1, decode_split_plan(ctx, op.attn_splits).n_active);
+    for (int split = 0; split < units; ++split) {
       decode_attention_per_head_unit(op.attn_variant, p, op.attn_splits, bi, tile, split, smem);
       // The unit's last shared-memory reads (its merge) come before the next unit's writes.
       __syncthreads();
     }
+  }
 }
 
 __device__ __forceinline__ void region_sample_argmax(const SampleParams& p) {
