@@ -156,6 +156,30 @@ def scrape_metrics(url):
     return out
 
 
+def engine_time(before, after, duration):
+    """Where the engine's time went over the run, from the server's step histograms: steps, the
+    mean model step and loop iteration (ms), the host's time around each model step (iteration -
+    model step) and the share of the run the engine loop was busy (the rest it waited for work)."""
+    keys = ("megaops_engine_steps_total", "megaops_model_step_seconds_sum",
+            "megaops_model_step_seconds_count", "megaops_engine_iteration_seconds_sum",
+            "megaops_engine_iteration_seconds_count")
+    if before is None or after is None or any(k not in before or k not in after for k in keys):
+        return None
+    d = {k: after[k] - before[k] for k in keys}
+    steps = d["megaops_model_step_seconds_count"]
+    iters = d["megaops_engine_iteration_seconds_count"]
+    if not steps or not iters:
+        return None
+    model_ms = 1e3 * d["megaops_model_step_seconds_sum"] / steps
+    iter_ms = 1e3 * d["megaops_engine_iteration_seconds_sum"] / iters
+    return {"steps": d["megaops_engine_steps_total"], "model_step_ms_mean": model_ms,
+            "iteration_ms_mean": iter_ms,
+            "host_ms_per_step": 1e3 * (d["megaops_engine_iteration_seconds_sum"]
+                                       - d["megaops_model_step_seconds_sum"]) / steps,
+            "loop_busy_share": d["megaops_engine_iteration_seconds_sum"] / duration
+            if duration else None}
+
+
 def report(args, records, duration, metrics_after):
     ok = [r for r in records if r["status"] == 200 and not r["error"] and not r["disconnected"]]
     ttft = [r["chunks"][0] for r in ok if r["chunks"]]
@@ -284,6 +308,7 @@ def run(args):
             sys.exit("serve_load: --sigterm needs a server this script starts (--model)")
     if args.vocab is None:
         sys.exit("serve_load: give --vocab (the model's vocabulary size) with --url")
+    metrics_before = scrape_metrics(args.url)
     records, duration = run_load(args, workload(args))
     metrics_after = None
     exit_status = None
@@ -300,6 +325,7 @@ def run(args):
         exit_status, server_log = stop_server(args.server_proc, args.timeout)
         sys.stderr.write(server_log)
     result = report(args, records, duration, metrics_after)
+    result["engine"] = engine_time(metrics_before, metrics_after, duration)
     result["server_exit_status"] = exit_status
     result["kv_blocks_in_use_at_exit"] = None if server_log is None else \
         kv_blocks_at_exit(server_log)
@@ -309,7 +335,8 @@ def run(args):
     if args.plot:
         plot(result, args.plot)
     brief = {k: result[k] for k in ("requests", "requests_per_s", "output_tok_per_s", "ttft_s",
-                                    "inter_token_s", "metrics_after", "server_exit_status")}
+                                    "inter_token_s", "metrics_after", "engine",
+                                    "server_exit_status")}
     print(json.dumps(brief, indent=1))
     return result
 
@@ -405,7 +432,7 @@ def suite(args):
     def brief(r):
         return {k: r[k] for k in ("requests", "requests_per_s", "output_tok_per_s", "ttft_s",
                                   "inter_token_s", "metrics_after", "server_exit_status",
-                                  "kv_blocks_in_use_at_exit", "duration_s")}
+                                  "kv_blocks_in_use_at_exit", "duration_s", "engine")}
 
     # 1. Throughput on one server: both stream counts, and a warm-up (each bucket's graph is
     # captured on its first step, cuBLASLt picks its algorithms per shape).
@@ -534,6 +561,12 @@ def suite(args):
         print(f"{k}: {r['output_tok_per_s']:.0f} output tok/s, TTFT p50/p99 "
               f"{fmt_ms(r['ttft_s']['p50'])}/{fmt_ms(r['ttft_s']['p99'])} ms, ITL p50/p99 "
               f"{fmt_ms(r['inter_token_s']['p50'])}/{fmt_ms(r['inter_token_s']['p99'])} ms")
+        e = r.get("engine")
+        if e:
+            print(f"  engine: {e['steps']:.0f} steps, model step {e['model_step_ms_mean']:.3f} ms, "
+                  f"loop iteration {e['iteration_ms_mean']:.3f} ms, host "
+                  f"{e['host_ms_per_step']:.3f} ms a step, loop busy "
+                  f"{100 * e['loop_busy_share']:.0f}% of the run")
     if "bench" in summary_out:
         b = summary_out["bench"]
         print(f"bench b{args.streams_a}: {b['decode_tok_per_s']:.0f} decode tok/s "

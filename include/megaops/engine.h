@@ -101,6 +101,11 @@ struct EngineStats {
   uint64_t steps_total = 0, preemptions_total = 0;
   std::map<std::string, uint64_t> finished_total;  // by finish reason name
   Histogram ttft_s, inter_token_s;
+  // Per engine step that ran the model: the runner's step (the batch's forward pass and sampling,
+  // host to host). AsyncEngine adds its loop's iterations with work (admission, the step,
+  // handing outputs to the requests' channels): what the host adds around the model is
+  // iteration - model step.
+  Histogram model_step_s, engine_iteration_s;
 };
 
 class Engine {

@@ -2,6 +2,7 @@
 #include "engine/async_engine.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace megaops {
 
@@ -37,6 +38,7 @@ std::vector<RequestOutput> RequestChannel::wait(std::chrono::milliseconds timeou
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {
   stats_ = engine_->stats();
+  iterations_ = stats_.engine_iteration_s;  // empty, with the engine's buckets
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -116,6 +118,7 @@ EngineStats AsyncEngine::stats() const {
 
 void AsyncEngine::publish_stats() {
   EngineStats s = engine_->stats();
+  s.engine_iteration_s = iterations_;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_ = std::move(s);
@@ -139,6 +142,8 @@ void AsyncEngine::loop() {
       stop = stop_;
       busy_ = true;
     }
+    const auto iteration_start = std::chrono::steady_clock::now();
+    bool stepped = false;
     for (Pending& p : pending) {
       if (stop) {
         p.channel->push(ended(p.ticket, FinishReason::Abort, "abort"));
@@ -162,6 +167,7 @@ void AsyncEngine::loop() {
       }
     }
     if (engine_->has_work()) {
+      stepped = true;
       std::vector<RequestOutput> outs;
       try {
         outs = engine_->step();
@@ -190,6 +196,10 @@ void AsyncEngine::loop() {
         }
       }
     }
+    if (stepped)
+      iterations_.observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - iteration_start)
+              .count());
     publish_stats();
     if (stop && !engine_->has_work()) return;
   }

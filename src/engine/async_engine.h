@@ -93,6 +93,7 @@ class AsyncEngine {
   bool stop_ = false, admitting_ = true, busy_ = false;
   uint64_t next_ticket_ = 1;
   EngineStats stats_;
+  Histogram iterations_;  // the loop's iterations with work (the loop thread's own)
   // Engine thread only: engine request id -> (ticket, channel), ticket -> engine request id.
   std::map<uint64_t, std::pair<uint64_t, std::shared_ptr<RequestChannel>>> live_;
   std::map<uint64_t, uint64_t> engine_id_;

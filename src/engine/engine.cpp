@@ -7,6 +7,7 @@
 #include "megaops/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <unordered_map>
 
@@ -53,6 +54,10 @@ std::vector<double> ttft_buckets() {
   return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
           1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
 }
+std::vector<double> step_buckets() {
+  return {0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075, 0.01,
+          0.02,    0.05,   0.1,     0.25,  0.5,    1.0,   2.5,   5.0,   10.0};
+}
 std::vector<double> inter_token_buckets() {
   return {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2, 0.3,
           0.4,   0.5,    0.75,  1.0,    2.5,  5.0,   7.5,  10.0,  20.0, 40.0, 80.0};
@@ -93,6 +98,8 @@ struct Engine::Impl {
                        std::to_string(options.max_prefill_chunk));
     stats.ttft_s = Histogram(ttft_buckets());
     stats.inter_token_s = Histogram(inter_token_buckets());
+    stats.model_step_s = Histogram(step_buckets());
+    stats.engine_iteration_s = Histogram(step_buckets());
     stats.kv_blocks_total = blocks.num_blocks();
     stats.kv_block_size = blocks.block_size();
   }
@@ -267,7 +274,10 @@ std::vector<RequestOutput> Engine::step() {
     for (const RunnerSeq& q : seqs) wanted += q.want_logits;
     std::string failure;
     try {
+      const auto run_start = std::chrono::steady_clock::now();
       tokens = m.runner->run(seqs);
+      m.stats.model_step_s.observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
       if (tokens.size() != seqs.size())
         failure = "the runner returned " + std::to_string(tokens.size()) + " tokens for " +
                   std::to_string(seqs.size()) + " sequences";

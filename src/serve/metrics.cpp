@@ -77,6 +77,13 @@ std::string prometheus_text(const EngineStats& s, const std::map<int, uint64_t>&
             "Time from a request's arrival to its first token.", s.ttft_s);
   histogram("megaops_inter_token_latency_seconds", "Time between a request's successive tokens.",
             s.inter_token_s);
+  histogram("megaops_model_step_seconds",
+            "Time of one model step: the running batch's forward pass and sampling, host to host.",
+            s.model_step_s);
+  histogram("megaops_engine_iteration_seconds",
+            "Time of one engine-loop iteration that ran a step: admission, scheduling, the model "
+            "step, output processing and delivery to the requests.",
+            s.engine_iteration_s);
   out << "# HELP megaops_http_responses_total HTTP responses, by status code.\n"
       << "# TYPE megaops_http_responses_total counter\n";
   for (const auto& [status, count] : responses)

@@ -67,8 +67,14 @@ TEST(AsyncEngine, ThreadsGetThePlainEnginesTokens) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(got, want);
   EXPECT_TRUE(engine.drain(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
-  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
-  EXPECT_EQ(engine.stats().finished_total.at("length"), 8u);
+  const EngineStats s = engine.stats();
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.finished_total.at("length"), 8u);
+  // Every step ran the model once, inside a loop iteration that took at least as long.
+  EXPECT_EQ(s.model_step_s.count, s.steps_total);
+  EXPECT_GE(s.engine_iteration_s.count, s.model_step_s.count);
+  EXPECT_GE(s.engine_iteration_s.sum, s.model_step_s.sum);
+  EXPECT_GT(s.model_step_s.sum, 0.0);
 }
 
 TEST(AsyncEngine, AbortEndsQueuedAndRunningRequests) {

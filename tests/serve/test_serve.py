@@ -170,6 +170,11 @@ def test_cancel_mid_stream_frees_blocks(server, client):
     stream.close()
     after = wait_idle(server)
     assert after["megaops_kv_blocks_used"] == 0
+    # Every engine step ran the model inside a loop iteration that took at least as long.
+    steps = after["megaops_engine_steps_total"] - before["megaops_engine_steps_total"]
+    model = after["megaops_model_step_seconds_count"] - before["megaops_model_step_seconds_count"]
+    assert steps >= 3 and model == steps
+    assert after["megaops_engine_iteration_seconds_sum"] >= after["megaops_model_step_seconds_sum"]
     aborted = "megaops_request_success_total[finished_reason=abort]"
     assert after[aborted] == before[aborted] + 1
     # Generated far fewer than 900 tokens: the request stopped when the client went away.
