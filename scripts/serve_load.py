@@ -512,6 +512,31 @@ def suite(args):
             else:
                 summary_out["within_10_percent_of_bench"] = True
 
+    # 2b. The same workload on the engine without the HTTP front end (`megaops bench-serve`, the
+    # runner serve uses): served / engine is what the front end costs, engine / bench the runner.
+    if args.bench:
+        bs_json = os.path.join(args.out, f"bench_serve_b{args.streams_a}.json")
+        cmd = [args.megaops, "bench-serve", "--model", args.model, "--batch", str(args.streams_a),
+               "--prompt", str(args.prompt), "--gen", str(args.gen), "--repeats", "3",
+               "--json", bs_json]
+        try:
+            b = subprocess.run(cmd, capture_output=True, text=True, timeout=args.bench_timeout)
+            sys.stderr.write(b.stdout + b.stderr[-2000:])
+            if b.returncode != 0:
+                problems.append(f"bench-serve exited with {b.returncode}: {b.stderr[-500:]}")
+            else:
+                e = json.load(open(bs_json))
+                served = runs["a"]["output_tok_per_s"] or 0.0
+                summary_out["engine"] = {k: e[k] for k in ("median_output_tok_per_s",
+                                                           "median_model_step_ms",
+                                                           "median_host_ms_per_step")}
+                summary_out["served_over_engine"] = served / e["median_output_tok_per_s"]
+                if "bench" in summary_out:
+                    summary_out["engine_over_bench_end_to_end"] = (
+                        e["median_output_tok_per_s"] / summary_out["bench"]["end_to_end_tok_per_s"])
+        except (subprocess.TimeoutExpired, OSError, ValueError, KeyError) as e:
+            problems.append(f"bench-serve: {type(e).__name__}: {e}")
+
     # 3. Faults on a small KV cache: disconnects and a burst beyond its capacity (half the mixed
     # run's lengths).
     fvocab = json.load(open(os.path.join(args.fault_model, "config.json")))["vocab_size"]
@@ -555,6 +580,7 @@ def suite(args):
         json.dump(summary_out, f, indent=1)
     print(json.dumps({k: v for k, v in summary_out.items()
                       if k in ("bench", "served_over_bench_decode", "served_over_bench_end_to_end",
+                               "engine", "served_over_engine", "engine_over_bench_end_to_end",
                                "within_10_percent_of_bench", "suite_s", "problems")}, indent=1))
     for k in (f"load_{args.streams_a}", f"load_{args.streams_b}"):
         r = summary_out[k]
@@ -573,6 +599,14 @@ def suite(args):
               f"({b['end_to_end_tok_per_s']:.0f} with its prompt pass); served / bench: "
               f"{summary_out['served_over_bench_decode']:.3f} (decode), "
               f"{summary_out['served_over_bench_end_to_end']:.3f} (end to end)")
+    if "engine" in summary_out:
+        e = summary_out["engine"]
+        print(f"bench-serve b{args.streams_a}: {e['median_output_tok_per_s']:.0f} output tok/s, "
+              f"model step {e['median_model_step_ms']:.3f} ms, host "
+              f"{e['median_host_ms_per_step']:.3f} ms a step; served / engine: "
+              f"{summary_out['served_over_engine']:.3f}"
+              + (f", engine / bench (end to end): {summary_out['engine_over_bench_end_to_end']:.3f}"
+                 if "engine_over_bench_end_to_end" in summary_out else ""))
     for k in ("faults", "sigterm"):
         r = summary_out[k]["requests"]
         m = summary_out[k]["metrics_after"] or {}

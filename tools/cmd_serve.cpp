@@ -16,6 +16,7 @@
 #include "engine/async_engine.h"
 #include "engine/cpu_runner.h"
 #include "engine/gpu_runner.h"
+#include "engine_runner.h"
 #include "io/tokenizer_files.h"
 #include "models/checkpoint.h"
 #include "plan_flags.h"
@@ -58,51 +59,6 @@ void check_options(const ServeOpts& o) {
   if (o.max_body_bytes < 1024) throw_input_error("--max-body-bytes", "", "expected >= 1024");
   if (o.cpu && !o.plan_file.empty())
     throw_input_error("--plan", "", "cannot be combined with --cpu (the CPU oracle runs no plan)");
-}
-
-// The runner and how it is named on stderr.
-std::unique_ptr<ModelRunner> make_serve_runner(const ServeOpts& o, const Checkpoint& ckpt,
-                                               int max_context, std::string* label) {
-  if (!o.cpu && gpu_available()) {
-    // The paged runner: --max-batch is its largest decode bucket, and the KV cache takes what the
-    // weights and buffers leave of --gpu-memory-utilization unless --kv-blocks says how many.
-    if (o.max_batch > 64)
-      throw_input_error("--max-batch", "",
-                        "expected 1..64 on the GPU (the largest decode bucket), found " +
-                            std::to_string(o.max_batch));
-    if ((o.block_size & (o.block_size - 1)) != 0)
-      throw_input_error("--block-size", "",
-                        "expected a power of two on the GPU (16, 32, ...), found " +
-                            std::to_string(o.block_size));
-    GpuRunnerOptions g;
-    g.max_context = max_context;
-    g.max_batch = o.max_batch;
-    g.max_step_tokens = o.max_step_tokens;
-    g.kv_block_size = o.block_size;
-    g.kv_blocks = o.kv_blocks;
-    g.gpu_memory_utilization = o.gpu_memory_utilization;
-    if (!o.plan_file.empty()) {
-      // The plan runs the bucket of its batch; the others run their default plans.
-      g.plans = {read_plan_file(o.plan_file)};
-      g.plan_origin = o.plan_file;
-      const std::string w = plan_gpu_warning(g.plans.front(), o.plan_file, gpu_device_name());
-      if (!w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
-    }
-    g.label = g.plans.empty() ? describe(default_plan(o.max_batch)) : describe(g.plans.front());
-    g.progress = [&](size_t d, size_t t) { print_progress("loading " + o.model, d, t); };
-    std::unique_ptr<ModelRunner> runner = make_gpu_runner(ckpt, g);
-    *label = std::string("GPU, ") + runner->backend();
-    return runner;
-  }
-  if (!o.plan_file.empty()) read_plan_file(o.plan_file);  // checked, not run
-  CpuRunnerOptions c;
-  c.max_context = max_context;
-  c.block_size = o.block_size;
-  c.kv_blocks = o.kv_blocks;
-  c.max_decode_rows = o.max_batch;
-  c.max_step_tokens = o.max_step_tokens;
-  *label = "CPU oracle, fp32";
-  return std::make_unique<CpuModelRunner>(ckpt, c);
 }
 
 // Waits for SIGTERM / SIGINT, then drains: admission closes, running requests get the deadline,
@@ -180,7 +136,16 @@ Runner add_serve(CLI::App& app) {
                    o->model.c_str());
     const int max_context = std::min(o->max_context, ckpt.config().max_position_embeddings);
     std::string label;
-    std::unique_ptr<ModelRunner> runner = make_serve_runner(*o, ckpt, max_context, &label);
+    EngineRunnerOptions ro;
+    ro.model = o->model;
+    ro.plan_file = o->plan_file;
+    ro.cpu = o->cpu;
+    ro.max_batch = o->max_batch;
+    ro.kv_blocks = o->kv_blocks;
+    ro.block_size = o->block_size;
+    ro.max_step_tokens = o->max_step_tokens;
+    ro.gpu_memory_utilization = o->gpu_memory_utilization;
+    std::unique_ptr<ModelRunner> runner = make_engine_runner(ro, ckpt, max_context, &label);
     const KvCacheGeometry kv = runner->kv_geometry();
     EngineOptions eo;
     eo.max_running = o->max_batch;

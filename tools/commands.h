@@ -36,6 +36,7 @@ Runner add_bench_boundary(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
 Runner add_chat(CLI::App& app);
 Runner add_serve(CLI::App& app);
+Runner add_bench_serve(CLI::App& app);
 
 // The HBM read ceiling of `device` (median GB/s of `iterations` reads of `mb` MiB), measured by
 // `megaops hbm-ceiling` in a child process, so the ceiling kernel never runs in the process

@@ -228,6 +228,8 @@ int main(int argc, char** argv) {
       add_tokenize);
   add("chat", "interactive chat with the checkpoint's chat template, streaming replies", add_chat);
   add("serve", "OpenAI-compatible HTTP server over the engine (continuous batching)", add_serve);
+  add("bench-serve", "the engine's offline throughput: requests at once, stepped to the end",
+      add_bench_serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -225,6 +225,42 @@ TEST(Cli, GenerateOnCpuStreamsTokenIds) {
   EXPECT_EQ(ids, 5) << r.out;
 }
 
+TEST(Cli, BenchServeRunsTheEngineOfflineAndWritesJson) {
+  const fs::path json = fs::path(::testing::TempDir()) /
+                        ("megaops-bench-serve-" + std::to_string(getpid()) + ".json");
+  const Result r =
+      run_cli("bench-serve --cpu --model " + tiny_checkpoint().string() +
+              " --batch 3 --requests 5 --prompt 7 --gen 6 --repeats 2 --json " + json.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("CPU oracle"), std::string::npos) << r.out;
+  std::ifstream f(json);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  fs::remove(json);
+  ASSERT_EQ(j.at("repeats").size(), 2u);
+  for (const nlohmann::json& rep : j.at("repeats")) {
+    // Five requests of six tokens; three at a time: at least two batches' worth of steps.
+    EXPECT_EQ(rep.at("output_tokens").get<int>(), 30);
+    EXPECT_GE(rep.at("steps").get<int>(), 12);
+    EXPECT_GT(rep.at("model_step_ms_mean").get<double>(), 0.0);
+    EXPECT_GE(rep.at("host_ms_per_step").get<double>(), 0.0);
+  }
+  EXPECT_EQ(j.at("kind"), "bench_serve");
+  EXPECT_EQ(j.at("gpu"), "cpu");
+}
+
+TEST(Cli, BenchServeNamesBadOptions) {
+  const std::string m = " --cpu --model " + tiny_checkpoint().string();
+  for (const auto& [args, want] : std::initializer_list<std::pair<std::string, const char*>>{
+           {"bench-serve" + m + " --batch 0", "--batch"},
+           {"bench-serve" + m + " --gen 0", "--gen"},
+           {"bench-serve" + m + " --prompt 1000 --gen 100", "beyond the model's context"},
+           {"bench-serve" + m + " --plan p.json", "--plan"},
+           {"bench-serve --model /nonexistent/dir --cpu", "/nonexistent/dir"}}) {
+    SCOPED_TRACE(args);
+    expect_one_line_error(run_cli(args), want);
+  }
+}
+
 // What generate printed on stdout and stderr without its "generate: ..." lines (which side it ran
 // on, the summary with its timings): the streamed tokens.
 std::string streamed(const Result& r) {

@@ -1,0 +1,27 @@
+// The model runner an engine command (`serve`, `bench-serve`) runs on: the paged GPU runner, or
+// with --cpu or without a GPU the fp32 CPU oracle, from the same options.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/model_runner.h"
+#include "models/checkpoint.h"
+
+namespace megaops::cli {
+
+struct EngineRunnerOptions {
+  std::string model, plan_file;
+  bool cpu = false;
+  int max_batch = 8, kv_blocks = 0, block_size = 16, max_step_tokens = 0;
+  double gpu_memory_utilization = 0.9;
+};
+
+// The runner for positions up to max_context; *label says where it runs ("GPU, <backend>" or
+// "CPU oracle, fp32"). InputError naming the option when one does not fit the runner (a batch or
+// block size the GPU runner cannot take, a plan with --cpu).
+std::unique_ptr<ModelRunner> make_engine_runner(const EngineRunnerOptions& o,
+                                                const Checkpoint& ckpt, int max_context,
+                                                std::string* label);
+
+}  // namespace megaops::cli
