@@ -39,6 +39,7 @@ std::vector<RequestOutput> RequestChannel::wait(std::chrono::milliseconds timeou
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {
   stats_ = engine_->stats();
   iterations_ = stats_.engine_iteration_s;  // empty, with the engine's buckets
+  deliverer_ = std::thread([this] { deliver_loop(); });
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -49,6 +50,41 @@ AsyncEngine::~AsyncEngine() {
   }
   work_cv_.notify_all();
   thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    delivery_stop_ = true;
+  }
+  delivery_cv_.notify_all();
+  deliverer_.join();  // after the engine thread's last outputs are handed out
+}
+
+void AsyncEngine::deliver(Delivery batch) {
+  if (batch.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    deliveries_.push_back(std::move(batch));
+  }
+  delivery_cv_.notify_one();
+}
+
+void AsyncEngine::deliver_loop() {
+  for (;;) {
+    Delivery batch;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      delivery_cv_.wait(lock, [&] { return delivery_stop_ || !deliveries_.empty(); });
+      if (deliveries_.empty()) return;  // stopped, everything handed out
+      batch = std::move(deliveries_.front());
+      deliveries_.pop_front();
+      delivering_ = true;
+    }
+    for (auto& [channel, out] : batch) channel->push(std::move(out));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      delivering_ = false;
+    }
+    idle_cv_.notify_all();
+  }
 }
 
 AsyncEngine::Ticket AsyncEngine::submit(std::vector<int> prompt, const RequestParams& params,
@@ -95,7 +131,7 @@ bool AsyncEngine::drain(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
   return idle_cv_.wait_until(lock, deadline, [&] {
     return pending_.empty() && aborts_.empty() && !busy_ && stats_.running == 0 &&
-           stats_.waiting == 0;
+           stats_.waiting == 0 && deliveries_.empty() && !delivering_;
   });
 }
 
@@ -144,9 +180,10 @@ void AsyncEngine::loop() {
     }
     const auto iteration_start = std::chrono::steady_clock::now();
     bool stepped = false;
+    Delivery out;  // this iteration's outputs, handed to the delivery thread at its end
     for (Pending& p : pending) {
       if (stop) {
-        p.channel->push(ended(p.ticket, FinishReason::Abort, "abort"));
+        out.emplace_back(p.channel, ended(p.ticket, FinishReason::Abort, "abort"));
         continue;
       }
       try {
@@ -154,7 +191,7 @@ void AsyncEngine::loop() {
         live_[id] = {p.ticket, p.channel};
         engine_id_[p.ticket] = id;
       } catch (const std::exception& e) {
-        p.channel->push(ended(p.ticket, FinishReason::Error, e.what()));
+        out.emplace_back(p.channel, ended(p.ticket, FinishReason::Error, e.what()));
       }
     }
     const bool all = stop || std::find(aborts.begin(), aborts.end(), 0) != aborts.end();
@@ -174,7 +211,7 @@ void AsyncEngine::loop() {
       } catch (const std::exception& e) {
         // Engine::step reports a failed runner step per request; anything else ends them all.
         for (const auto& [id, who] : live_) {
-          who.second->push(ended(who.first, FinishReason::Error, e.what()));
+          out.emplace_back(who.second, ended(who.first, FinishReason::Error, e.what()));
           engine_->abort(id);
         }
         live_.clear();
@@ -189,13 +226,14 @@ void AsyncEngine::loop() {
         if (it == live_.end()) continue;
         const bool finished = o.finished;
         o.id = it->second.first;  // the ticket: what the front end knows the request by
-        it->second.second->push(std::move(o));
+        out.emplace_back(it->second.second, std::move(o));
         if (finished) {
           engine_id_.erase(it->second.first);
           live_.erase(it);
         }
       }
     }
+    deliver(std::move(out));
     if (stepped)
       iterations_.observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - iteration_start)

@@ -1,8 +1,11 @@
 // The engine behind a thread-safe queue, for front ends with many threads (the HTTP server): one
 // engine thread owns the Engine and steps it while it has work; other threads submit requests and
 // wait on each request's channel for its outputs, and may abort a request at any time (a client
-// that went away). Admission can be closed (draining at shutdown): submit() then refuses with
-// Unavailable, while the running requests finish.
+// that went away). A delivery thread hands each step's outputs to their channels, in the order
+// the engine produced them, so the engine thread pays one handoff a step instead of a wake-up of
+// every waiting front-end thread (on the GPU, 32 streams' wake-ups were ~0.08 ms a step). Admission
+// can be closed (draining at shutdown): submit() then refuses with Unavailable, while the running
+// requests finish.
 #pragma once
 
 #include <chrono>
@@ -76,7 +79,13 @@ class AsyncEngine {
   const Engine& engine() const { return *engine_; }
 
  private:
+  // A step's outputs for their channels, in order.
+  using Delivery = std::vector<std::pair<std::shared_ptr<RequestChannel>, RequestOutput>>;
+
   void loop();
+  void deliver_loop();
+  // Queues `batch` for the delivery thread (engine thread).
+  void deliver(Delivery batch);
   void publish_stats();
 
   std::unique_ptr<Engine> engine_;
@@ -93,11 +102,16 @@ class AsyncEngine {
   bool stop_ = false, admitting_ = true, busy_ = false;
   uint64_t next_ticket_ = 1;
   EngineStats stats_;
+  // Batches the engine thread produced and the delivery thread has not handed out yet; delivering_
+  // while it hands one out (drain waits for both), delivery_stop_ once the engine thread is gone.
+  std::deque<Delivery> deliveries_;
+  bool delivering_ = false, delivery_stop_ = false;
+  std::condition_variable delivery_cv_;
   Histogram iterations_;  // the loop's iterations with work (the loop thread's own)
   // Engine thread only: engine request id -> (ticket, channel), ticket -> engine request id.
   std::map<uint64_t, std::pair<uint64_t, std::shared_ptr<RequestChannel>>> live_;
   std::map<uint64_t, uint64_t> engine_id_;
-  std::thread thread_;
+  std::thread thread_, deliverer_;
 };
 
 }  // namespace megaops
