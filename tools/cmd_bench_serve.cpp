@@ -73,25 +73,12 @@ RepeatResult run_workload(Engine& engine, const std::vector<std::vector<int>>& p
 }
 
 void check(const BenchServeOpts& o) {
-  const auto at_least = [](const char* name, int64_t v, int64_t lo) {
-    if (v < lo)
-      throw_input_error(name, "",
-                        "expected >= " + std::to_string(lo) + ", found " + std::to_string(v));
-  };
-  at_least("--batch", o.batch, 1);
-  at_least("--prompt", o.prompt, 1);
-  at_least("--gen", o.gen, 1);
-  at_least("--requests", o.requests, 0);
-  at_least("--repeats", o.repeats, 1);
-  at_least("--kv-blocks", o.runner.kv_blocks, 0);
-  at_least("--block-size", o.runner.block_size, 1);
-  at_least("--max-step-tokens", o.runner.max_step_tokens, 0);
-  if (!(o.runner.gpu_memory_utilization > 0 && o.runner.gpu_memory_utilization <= 1))
-    throw_input_error(
-        "--gpu-memory-utilization", "",
-        "expected a fraction in (0, 1], found " + std::to_string(o.runner.gpu_memory_utilization));
-  if (o.runner.cpu && !o.runner.plan_file.empty())
-    throw_input_error("--plan", "", "cannot be combined with --cpu (the CPU oracle runs no plan)");
+  check_engine_runner_options(o.runner);
+  require_at_least("--batch", o.batch, 1);
+  require_at_least("--prompt", o.prompt, 1);
+  require_at_least("--gen", o.gen, 1);
+  require_at_least("--requests", o.requests, 0);
+  require_at_least("--repeats", o.repeats, 1);
 }
 
 double median(std::vector<double> v) {
@@ -103,9 +90,7 @@ double median(std::vector<double> v) {
 
 Runner add_bench_serve(CLI::App& app) {
   auto o = std::make_shared<BenchServeOpts>();
-  app.add_option("--model", o->runner.model, "Hugging Face checkpoint directory")->required();
-  add_plan_option(app, o->runner.plan_file);
-  app.add_flag("--cpu", o->runner.cpu, "run on the fp32 CPU oracle even if a GPU is present");
+  add_engine_runner_options(app, o->runner);
   app.add_option("--batch", o->batch,
                  "most requests decoded together, as serve's --max-batch (default 32)");
   app.add_option("--prompt", o->prompt, "prompt tokens a request (random ids; default 128)");
@@ -113,13 +98,6 @@ Runner add_bench_serve(CLI::App& app) {
   app.add_option("--requests", o->requests, "requests a repeat, added at once (default: --batch)");
   app.add_option("--repeats", o->repeats, "timed passes of the workload (median; default 3)");
   app.add_option("--seed", o->seed, "seed of the prompts' token ids (default 0)");
-  app.add_option("--kv-blocks", o->runner.kv_blocks,
-                 "KV cache blocks (default 0: as serve sizes them)");
-  app.add_option("--block-size", o->runner.block_size, "positions per KV block (default 16)");
-  app.add_option("--gpu-memory-utilization", o->runner.gpu_memory_utilization,
-                 "as serve's (default 0.9)");
-  app.add_option("--max-step-tokens", o->runner.max_step_tokens,
-                 "token budget of one engine step (default: the runner's)");
   app.add_option("--json", o->json_out, "write the repeats and their medians here");
   return [o]() {
     check(*o);

@@ -27,38 +27,24 @@ namespace megaops::cli {
 namespace {
 
 struct ServeOpts {
-  std::string model, host = "127.0.0.1", plan_file, served_name;
-  int port = 8000, max_batch = 8, max_context = 4096, kv_blocks = 0, block_size = 16;
-  int max_step_tokens = 0, max_prefill_chunk = 0, http_threads = 128;
-  double drain_seconds = 30, gpu_memory_utilization = 0.9;
+  EngineRunnerOptions runner;  // its max_batch is --max-batch
+  std::string host = "127.0.0.1", served_name;
+  int port = 8000, max_context = 4096, max_prefill_chunk = 0, http_threads = 128;
+  double drain_seconds = 30;
   size_t max_body_bytes = size_t{4} << 20;
-  bool cpu = false;
 };
 
 void check_options(const ServeOpts& o) {
-  const auto at_least = [](const char* name, int64_t v, int64_t lo) {
-    if (v < lo)
-      throw_input_error(name, "",
-                        "expected >= " + std::to_string(lo) + ", found " + std::to_string(v));
-  };
-  at_least("--port", o.port, 0);
+  check_engine_runner_options(o.runner);
+  require_at_least("--port", o.port, 0);
   if (o.port > 65535) throw_input_error("--port", "", "expected 0..65535");
-  at_least("--max-batch", o.max_batch, 1);
-  if (o.max_batch > 256) throw_input_error("--max-batch", "", "expected 1..256");
-  at_least("--max-context", o.max_context, 2);
-  at_least("--kv-blocks", o.kv_blocks, 0);
-  at_least("--block-size", o.block_size, 1);
-  at_least("--max-step-tokens", o.max_step_tokens, 0);
-  at_least("--max-prefill-chunk", o.max_prefill_chunk, 0);
-  at_least("--http-threads", o.http_threads, 2);
+  require_at_least("--max-batch", o.runner.max_batch, 1);
+  if (o.runner.max_batch > 256) throw_input_error("--max-batch", "", "expected 1..256");
+  require_at_least("--max-context", o.max_context, 2);
+  require_at_least("--max-prefill-chunk", o.max_prefill_chunk, 0);
+  require_at_least("--http-threads", o.http_threads, 2);
   if (!(o.drain_seconds >= 0)) throw_input_error("--drain-seconds", "", "expected >= 0");
-  if (!(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1))
-    throw_input_error(
-        "--gpu-memory-utilization", "",
-        "expected a fraction in (0, 1], found " + std::to_string(o.gpu_memory_utilization));
   if (o.max_body_bytes < 1024) throw_input_error("--max-body-bytes", "", "expected >= 1024");
-  if (o.cpu && !o.plan_file.empty())
-    throw_input_error("--plan", "", "cannot be combined with --cpu (the CPU oracle runs no plan)");
 }
 
 // Waits for SIGTERM / SIGINT, then drains: admission closes, running requests get the deadline,
@@ -93,26 +79,14 @@ void serve_until_signal(AsyncEngine& engine, serve::HttpServer& server, double d
 
 Runner add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOpts>();
-  app.add_option("--model", o->model, "Hugging Face checkpoint directory")->required();
+  add_engine_runner_options(app, o->runner);
   app.add_option("--host", o->host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", o->port, "port to listen on (default 8000; 0: any free port)");
-  add_plan_option(app, o->plan_file);
-  app.add_flag("--cpu", o->cpu, "run on the fp32 CPU oracle even if a GPU is present");
-  app.add_option("--max-batch", o->max_batch,
+  app.add_option("--max-batch", o->runner.max_batch,
                  "most requests decoded together (default 8; on the GPU 1..64, the largest "
                  "captured decode bucket)");
   app.add_option("--max-context", o->max_context,
                  "positions per request: prompt + max_tokens (default 4096, at most the model's)");
-  app.add_option("--kv-blocks", o->kv_blocks,
-                 "KV cache blocks (default 0: on the GPU what fits in --gpu-memory-utilization, "
-                 "at most --max-batch requests of --max-context; on the CPU exactly that)");
-  app.add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
-                 "fraction of the GPU's memory the weights, buffers and KV cache may take when "
-                 "--kv-blocks is 0 (default 0.9, as vLLM's)");
-  app.add_option("--block-size", o->block_size, "positions per KV block (default 16)");
-  app.add_option("--max-step-tokens", o->max_step_tokens,
-                 "token budget of one engine step, prompt chunks and decode rows (default: the "
-                 "runner's)");
   app.add_option("--max-prefill-chunk", o->max_prefill_chunk,
                  "most prompt tokens of one request in a step (default: the budget)");
   app.add_option("--served-model-name", o->served_name,
@@ -127,29 +101,20 @@ Runner add_serve(CLI::App& app) {
     check_options(*o);
     // A client gone mid-stream makes a write fail; without this the write would kill the server.
     std::signal(SIGPIPE, SIG_IGN);
-    const Checkpoint ckpt = Checkpoint::open(o->model);
+    const Checkpoint ckpt = Checkpoint::open(o->runner.model);
     std::unique_ptr<CheckpointText> text;
-    if (std::filesystem::exists(std::filesystem::path(o->model) / "tokenizer.json"))
-      text = std::make_unique<CheckpointText>(CheckpointText::open(o->model));
+    if (std::filesystem::exists(std::filesystem::path(o->runner.model) / "tokenizer.json"))
+      text = std::make_unique<CheckpointText>(CheckpointText::open(o->runner.model));
     else
       std::fprintf(stderr, "serve: %s has no tokenizer.json: token-id prompts only, no chat\n",
-                   o->model.c_str());
+                   o->runner.model.c_str());
     const int max_context = std::min(o->max_context, ckpt.config().max_position_embeddings);
     std::string label;
-    EngineRunnerOptions ro;
-    ro.model = o->model;
-    ro.plan_file = o->plan_file;
-    ro.cpu = o->cpu;
-    ro.max_batch = o->max_batch;
-    ro.kv_blocks = o->kv_blocks;
-    ro.block_size = o->block_size;
-    ro.max_step_tokens = o->max_step_tokens;
-    ro.gpu_memory_utilization = o->gpu_memory_utilization;
-    std::unique_ptr<ModelRunner> runner = make_engine_runner(ro, ckpt, max_context, &label);
+    std::unique_ptr<ModelRunner> runner = make_engine_runner(o->runner, ckpt, max_context, &label);
     const KvCacheGeometry kv = runner->kv_geometry();
     EngineOptions eo;
-    eo.max_running = o->max_batch;
-    eo.max_step_tokens = o->max_step_tokens;
+    eo.max_running = o->runner.max_batch;
+    eo.max_step_tokens = o->runner.max_step_tokens;
     eo.max_prefill_chunk = o->max_prefill_chunk;
     if (text) eo.eos_token_ids = text->eos_token_ids();
     for (int e : ckpt.config().eos_token_ids)
@@ -160,9 +125,11 @@ Runner add_serve(CLI::App& app) {
 
     serve::ServedModel model;
     const std::string dir_name =
-        std::filesystem::path(o->model).lexically_normal().filename().string();
-    model.name = !o->served_name.empty() ? o->served_name : dir_name.empty() ? o->model : dir_name;
-    model.aliases = {o->model};
+        std::filesystem::path(o->runner.model).lexically_normal().filename().string();
+    model.name = !o->served_name.empty() ? o->served_name
+                 : dir_name.empty()      ? o->runner.model
+                                         : dir_name;
+    model.aliases = {o->runner.model};
     model.text = text.get();
     model.max_context = max_context;
     model.kv_positions = kv.num_blocks * kv.block_size;
@@ -176,7 +143,7 @@ Runner add_serve(CLI::App& app) {
     server.start();
     std::fprintf(stderr,
                  "serve: '%s' on the %s: %d requests a step, context %d, %d KV blocks of %d\n",
-                 model.name.c_str(), label.c_str(), std::min(decode_rows, o->max_batch),
+                 model.name.c_str(), label.c_str(), std::min(decode_rows, o->runner.max_batch),
                  max_context, kv.num_blocks, kv.block_size);
     std::fprintf(stderr, "serve: listening on http://%s:%d\n", o->host.c_str(), server.port());
     serve_until_signal(engine, server, o->drain_seconds);

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace megaops {
 struct ExecutorOptions;  // runtime/conventional.h
 }  // namespace megaops
@@ -37,6 +39,13 @@ Runner add_tokenize(CLI::App& app);
 Runner add_chat(CLI::App& app);
 Runner add_serve(CLI::App& app);
 Runner add_bench_serve(CLI::App& app);
+
+// InputError "<option>: expected >= lo, found value" when value < lo.
+inline void require_at_least(const char* option, int64_t value, int64_t lo) {
+  if (value < lo)
+    throw_input_error(option, "",
+                      "expected >= " + std::to_string(lo) + ", found " + std::to_string(value));
+}
 
 // The HBM read ceiling of `device` (median GB/s of `iterations` reads of `mb` MiB), measured by
 // `megaops hbm-ceiling` in a child process, so the ceiling kernel never runs in the process

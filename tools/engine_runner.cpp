@@ -11,6 +11,34 @@
 
 namespace megaops::cli {
 
+void add_engine_runner_options(CLI::App& app, EngineRunnerOptions& o) {
+  app.add_option("--model", o.model, "Hugging Face checkpoint directory")->required();
+  add_plan_option(app, o.plan_file);
+  app.add_flag("--cpu", o.cpu, "run on the fp32 CPU oracle even if a GPU is present");
+  app.add_option("--kv-blocks", o.kv_blocks,
+                 "KV cache blocks (default 0: on the GPU what fits in --gpu-memory-utilization, "
+                 "at most the batch's requests of the context; on the CPU exactly that)");
+  app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
+                 "fraction of the GPU's memory the weights, buffers and KV cache may take when "
+                 "--kv-blocks is 0 (default 0.9, as vLLM's)");
+  app.add_option("--block-size", o.block_size, "positions per KV block (default 16)");
+  app.add_option("--max-step-tokens", o.max_step_tokens,
+                 "token budget of one engine step, prompt chunks and decode rows (default: the "
+                 "runner's)");
+}
+
+void check_engine_runner_options(const EngineRunnerOptions& o) {
+  require_at_least("--kv-blocks", o.kv_blocks, 0);
+  require_at_least("--block-size", o.block_size, 1);
+  require_at_least("--max-step-tokens", o.max_step_tokens, 0);
+  if (!(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1))
+    throw_input_error(
+        "--gpu-memory-utilization", "",
+        "expected a fraction in (0, 1], found " + std::to_string(o.gpu_memory_utilization));
+  if (o.cpu && !o.plan_file.empty())
+    throw_input_error("--plan", "", "cannot be combined with --cpu (the CPU oracle runs no plan)");
+}
+
 std::unique_ptr<ModelRunner> make_engine_runner(const EngineRunnerOptions& o,
                                                 const Checkpoint& ckpt, int max_context,
                                                 std::string* label) {

@@ -2,6 +2,7 @@
 // with --cpu or without a GPU the fp32 CPU oracle, from the same options.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,12 @@ struct EngineRunnerOptions {
   int max_batch = 8, kv_blocks = 0, block_size = 16, max_step_tokens = 0;
   double gpu_memory_utilization = 0.9;
 };
+
+// The options every engine command takes alike: --model, --plan, --cpu, --kv-blocks,
+// --gpu-memory-utilization, --block-size, --max-step-tokens (the batch is each command's own).
+void add_engine_runner_options(CLI::App& app, EngineRunnerOptions& o);
+// InputError naming the option whose value is out of range, or --plan beside --cpu.
+void check_engine_runner_options(const EngineRunnerOptions& o);
 
 // The runner for positions up to max_context; *label says where it runs ("GPU, <backend>" or
 // "CPU oracle, fp32"). InputError naming the option when one does not fit the runner (a batch or
