@@ -111,6 +111,7 @@ Runner add_bench_serve(CLI::App& app) {
                             ", beyond the model's context of " +
                             std::to_string(cfg.max_position_embeddings));
     o->runner.max_batch = o->batch;
+    o->runner.batch_option = "--batch";
     std::string label;
     std::unique_ptr<ModelRunner> runner = make_engine_runner(o->runner, ckpt, max_context, &label);
     // The checkpoint's tokenizer where it has one, as serve: the engine's host work a step

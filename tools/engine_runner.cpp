@@ -46,7 +46,7 @@ std::unique_ptr<ModelRunner> make_engine_runner(const EngineRunnerOptions& o,
     // The paged runner: --max-batch is its largest decode bucket, and the KV cache takes what the
     // weights and buffers leave of --gpu-memory-utilization unless --kv-blocks says how many.
     if (o.max_batch > 64)
-      throw_input_error("--max-batch", "",
+      throw_input_error(o.batch_option, "",
                         "expected 1..64 on the GPU (the largest decode bucket), found " +
                             std::to_string(o.max_batch));
     if ((o.block_size & (o.block_size - 1)) != 0)

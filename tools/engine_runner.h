@@ -15,6 +15,7 @@ struct EngineRunnerOptions {
   std::string model, plan_file;
   bool cpu = false;
   int max_batch = 8, kv_blocks = 0, block_size = 16, max_step_tokens = 0;
+  const char* batch_option = "--max-batch";  // what the command calls max_batch
   double gpu_memory_utilization = 0.9;
 };
 
