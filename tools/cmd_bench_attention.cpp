@@ -76,7 +76,9 @@ int run_paged_decode(const Opts& o, const cudaDeviceProp& prop) {
     if (x < 1 || x > 65535)
       throw_input_error("--decode-batches", "", "expected 1..65535, found " + std::to_string(x));
   if (o.decode_repeats < 1) throw_input_error("--decode-repeats", "", "expected >= 1");
-  const std::vector<std::string> orders = split_list(o.paged_orders);
+  std::vector<std::pair<std::string, PagedOrder>> orders;
+  for (const std::string& name : split_list(o.paged_orders))
+    orders.emplace_back(name, parse_paged_order(name));
   const double hbm_gbps = measure_hbm_ceiling_isolated(2048, 10, 0);
   std::printf("HBM read ceiling: %.0f GB/s; decode attention, block size %d\n", hbm_gbps, o.paged);
   std::printf("%-12s %-11s %5s %6s %10s %10s %8s %8s %7s %7s\n", "preset", "order", "batch", "ctx",
@@ -84,11 +86,11 @@ int run_paged_decode(const Opts& o, const cudaDeviceProp& prop) {
   nlohmann::json rows = nlohmann::json::array();
   for (const std::string& name : presets) {
     const ModelConfig c = preset_config(name);
-    for (const std::string& order : orders)
+    for (const auto& [order, kind] : orders)
       for (int batch : batches)
         for (int ctx : contexts) {
           DecodePagedBenchCase bc;
-          bc.order = parse_paged_order(order);
+          bc.order = kind;
           bc.batch = batch;
           bc.context = ctx;
           bc.num_heads = c.num_heads;

@@ -32,8 +32,8 @@ namespace megaops::cli {
 namespace {
 
 struct BenchServeOpts {
-  EngineRunnerOptions runner;
-  int batch = 32, prompt = 128, gen = 256, requests = 0, repeats = 3;
+  EngineRunnerOptions runner;  // its max_batch is --batch
+  int prompt = 128, gen = 256, requests = 0, repeats = 3;
   uint64_t seed = 0;
   std::string json_out;
 };
@@ -74,7 +74,7 @@ RepeatResult run_workload(Engine& engine, const std::vector<std::vector<int>>& p
 
 void check(const BenchServeOpts& o) {
   check_engine_runner_options(o.runner);
-  require_at_least("--batch", o.batch, 1);
+  require_at_least("--batch", o.runner.max_batch, 1);
   require_at_least("--prompt", o.prompt, 1);
   require_at_least("--gen", o.gen, 1);
   require_at_least("--requests", o.requests, 0);
@@ -90,8 +90,10 @@ double median(std::vector<double> v) {
 
 Runner add_bench_serve(CLI::App& app) {
   auto o = std::make_shared<BenchServeOpts>();
+  o->runner.max_batch = 32;
+  o->runner.batch_option = "--batch";
   add_engine_runner_options(app, o->runner);
-  app.add_option("--batch", o->batch,
+  app.add_option("--batch", o->runner.max_batch,
                  "most requests decoded together, as serve's --max-batch (default 32)");
   app.add_option("--prompt", o->prompt, "prompt tokens a request (random ids; default 128)");
   app.add_option("--gen", o->gen, "tokens each request generates (EOS ignored; default 256)");
@@ -103,15 +105,14 @@ Runner add_bench_serve(CLI::App& app) {
     check(*o);
     const Checkpoint ckpt = Checkpoint::open(o->runner.model);
     const ModelConfig& cfg = ckpt.config();
-    const int requests = o->requests > 0 ? o->requests : o->batch;
+    const int batch = o->runner.max_batch;
+    const int requests = o->requests > 0 ? o->requests : batch;
     const int max_context = o->prompt + o->gen;
     if (max_context > cfg.max_position_embeddings)
       throw_input_error("--prompt", "",
                         "prompt + gen is " + std::to_string(max_context) +
                             ", beyond the model's context of " +
                             std::to_string(cfg.max_position_embeddings));
-    o->runner.max_batch = o->batch;
-    o->runner.batch_option = "--batch";
     std::string label;
     std::unique_ptr<ModelRunner> runner = make_engine_runner(o->runner, ckpt, max_context, &label);
     // The checkpoint's tokenizer where it has one, as serve: the engine's host work a step
@@ -120,7 +121,7 @@ Runner add_bench_serve(CLI::App& app) {
     if (std::filesystem::exists(std::filesystem::path(o->runner.model) / "tokenizer.json"))
       text = std::make_unique<CheckpointText>(CheckpointText::open(o->runner.model));
     EngineOptions eo;
-    eo.max_running = o->batch;
+    eo.max_running = batch;
     Engine engine(std::move(runner), text.get(), eo);
     std::mt19937_64 rng(o->seed);
     std::uniform_int_distribution<int> id(0, cfg.vocab_size - 1);
@@ -131,7 +132,7 @@ Runner add_bench_serve(CLI::App& app) {
     }
     for (const std::vector<int>& p : prompts) engine.check_request(p, workload_params(o->gen));
     std::fprintf(stderr, "bench-serve: %s on the %s, %d requests of %d + %d tokens, %d a step\n",
-                 o->runner.model.c_str(), label.c_str(), requests, o->prompt, o->gen, o->batch);
+                 o->runner.model.c_str(), label.c_str(), requests, o->prompt, o->gen, batch);
     // Warm-up: every decode bucket the workload reaches captures its graph on its first step.
     run_workload(engine, prompts, std::min(o->gen, 8));
     std::printf("%6s %9s %12s %7s %12s %14s\n", "repeat", "wall s", "output tok/s", "steps",
@@ -163,7 +164,7 @@ Runner add_bench_serve(CLI::App& app) {
                                 {"date_utc", utc_now()},
                                 {"model", o->runner.model},
                                 {"runner", label},
-                                {"batch", o->batch},
+                                {"batch", batch},
                                 {"requests", requests},
                                 {"prompt_tokens", o->prompt},
                                 {"new_tokens", o->gen},

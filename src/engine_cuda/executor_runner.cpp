@@ -67,9 +67,10 @@ class ExecutorRunner final : public ModelRunner {
   int max_context() const override { return max_context_; }
   const char* backend() const override { return label_.c_str(); }
   // The executor keeps its step's logits on the device (the greedy argmax epilogue writes them
-  // too); they are copied here only for a step whose seq asked (want_logits).
+  // too); run() copies them to the host only for a step that samples here or whose seq asked
+  // (want_logits), once for both.
   std::vector<float> last_logits() const override {
-    return want_logits_ ? ex_->last_logits() : std::vector<float>{};
+    return want_logits_ ? logits_ : std::vector<float>{};
   }
 
   std::vector<int> run(const std::vector<RunnerSeq>& seqs) override {
@@ -78,6 +79,7 @@ class ExecutorRunner final : public ModelRunner {
                   std::to_string(seqs.size()) + " (the paged GPU runner batches requests)");
     const RunnerSeq& s = seqs[0];
     want_logits_ = false;
+    logits_.clear();
     if (!s.sample)
       throw Error("the GPU executor adapter runs a prompt in one step, found a chunk of " +
                   std::to_string(s.tokens.size()) + " at position " + std::to_string(s.start_pos));
@@ -99,14 +101,13 @@ class ExecutorRunner final : public ModelRunner {
     }
     executor_drew_ = token;
     pos_ = s.start_pos + static_cast<int>(s.tokens.size());
-    if (!same_sampling(s.sampling, sampling_)) {
-      // Only here are the logits copied to the host (a vocabulary of floats a step).
-      const std::vector<float> logits = ex_->last_logits();
-      const int vocab = ex_->config().vocab_size;
+    const bool host_sampled = !same_sampling(s.sampling, sampling_);
+    // Only here are the logits copied to the host (a vocabulary of floats a step).
+    if (host_sampled || s.want_logits) logits_ = ex_->last_logits();
+    if (host_sampled)
       token = ref::sample(
-          logits.data(), vocab, s.sampling,
+          logits_.data(), ex_->config().vocab_size, s.sampling,
           ref::sampling_uniform(s.sampling.seed, 0, static_cast<uint32_t>(s.sample_index)));
-    }
     want_logits_ = s.want_logits;
     return {token};
   }
@@ -120,6 +121,7 @@ class ExecutorRunner final : public ModelRunner {
   uint64_t request_ = 0;
   int pos_ = 0, executor_drew_ = -1;  // what the executor sampled last (its feedback)
   bool want_logits_ = false;          // the last step's seq asked for its logits
+  std::vector<float> logits_;         // the last step's logits, where run() copied them
 };
 
 // Why the paged runner cannot run these options ("" where it can).
