@@ -5,7 +5,6 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <cctype>
 #include <exception>
 #include <functional>
 
@@ -43,10 +42,11 @@ std::string one_line(const char* what) {
   return where.empty() ? error : error + " (" + where + ")";
 }
 
-// llama.cpp's parser and renderer recurse once per nesting level with no bound of their own (the
-// template fuzzer overflowed the stack with a few thousand '('), so a template's nesting is
-// bounded before it is parsed, and parsing and rendering run on a thread with a stack sized for
-// that bound (most of it never touched).
+// llama.cpp's parser recurses once per nesting level with no bound of its own (the template fuzzer
+// overflowed the stack with a few thousand '('), so a template's nesting is bounded before it is
+// parsed, and parsing and rendering run on a thread with a stack sized for that bound (most of it
+// never touched). Rendering's own bounds (steps of work, macro call depth, string sizes) are in
+// the engine: scripts/patches/llama-cpp-jinja-work-bounds.patch.
 constexpr int MAX_NESTING = 256;
 constexpr size_t MAX_KEYWORDS = 4096;  // "if" / "not" / "for": each may open a recursion level
 constexpr size_t ENGINE_STACK_BYTES = size_t{512} << 20;
@@ -67,33 +67,6 @@ void check_nesting(const std::string& source, const std::string& origin) {
     if (n > MAX_KEYWORDS)
       throw InputError(origin + ": template has " + std::to_string(n) + " '" + word +
                        "'; expected at most " + std::to_string(MAX_KEYWORDS));
-  }
-}
-
-// The engine has no call-depth bound either, so a macro that calls itself (in HF's Jinja a
-// RecursionError) would overflow any stack: such templates are refused.
-void check_macro_recursion(const std::string& source, const std::string& origin) {
-  for (size_t at = source.find("macro"); at != std::string::npos;
-       at = source.find("macro", at + 5)) {
-    size_t name_start = source.find_first_not_of(" \t\r\n", at + 5);
-    if (name_start == std::string::npos) return;
-    size_t name_end = name_start;
-    while (name_end < source.size() &&
-           (std::isalnum(static_cast<unsigned char>(source[name_end])) || source[name_end] == '_'))
-      ++name_end;
-    if (name_end == name_start) continue;
-    const std::string name = source.substr(name_start, name_end - name_start);
-    const size_t body_end = std::min(source.find("endmacro", name_end), source.size());
-    for (size_t call = source.find(name, name_end); call < body_end;
-         call = source.find(name, call + 1)) {
-      const bool word_start =
-          call == 0 ||
-          !(std::isalnum(static_cast<unsigned char>(source[call - 1])) || source[call - 1] == '_');
-      const size_t after = source.find_first_not_of(" \t", call + name.size());
-      if (word_start && after < source.size() && source[after] == '(')
-        throw InputError(origin + ": macro '" + name +
-                         "' calls itself; recursive macros are not supported");
-    }
   }
 }
 
@@ -140,9 +113,9 @@ ChatTemplate ChatTemplate::parse(const std::string& source, const std::string& o
   impl->source = source;
   impl->origin = origin;
   check_nesting(source, origin);
-  check_macro_recursion(source, origin);
   run_with_large_stack([&] {
     try {
+      jinja::work_budget::reset();  // a fresh budget for what the parser's strings cost
       jinja::lexer lexer;
       impl->program = jinja::parse_from_tokens(lexer.tokenize(source));
     } catch (const std::exception& e) {
@@ -162,6 +135,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
   std::string rendered;
   run_with_large_stack([&] {
     try {
+      jinja::work_budget::reset();  // converting the input is charged; execute() starts afresh
       jinja::context ctx(impl_->source);
       // The engine takes its own JSON type; the text form is the common ground (and invalid UTF-8
       // in a message is replaced, not thrown on, as Python's str would have been valid).
@@ -177,6 +151,14 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
     }
   });
   return rendered;
+}
+
+uint64_t ChatTemplate::render_step_limit() {
+  return jinja::work_budget::max_steps();
+}
+
+void ChatTemplate::set_render_step_limit(uint64_t steps) {
+  jinja::work_budget::set_max_steps(steps);
 }
 
 const std::string& ChatTemplate::source() const {

@@ -3,9 +3,12 @@
 // (loop controls, namespace(), raise_exception, tojson, string methods). The template is parsed
 // once; rendering takes the conversation as JSON in the shape HF's apply_chat_template takes it.
 // Syntax and render errors (including the template's own raise_exception) are one-line
-// InputErrors naming the origin.
+// InputErrors naming the origin. A template is untrusted input: a render that would run away
+// (more than render_step_limit() steps of work, macros nested 200 deep, a repeated or indented
+// string over 64 MiB) is such an error too.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,6 +31,13 @@ class ChatTemplate {
                      const nlohmann::ordered_json& variables) const;
 
   const std::string& source() const;
+
+  // Steps of work one render may spend (statements, variables copied into new scopes, loop items,
+  // range and repetition elements, string parts and bytes made or copied): 8,000,000 by default,
+  // about a second, or ~39,000 messages of Qwen 3's template.
+  // Process-wide; a harness lowers it to keep each input fast.
+  static uint64_t render_step_limit();
+  static void set_render_step_limit(uint64_t steps);
 
  private:
   struct Impl;

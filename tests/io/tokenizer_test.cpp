@@ -178,9 +178,59 @@ TEST(ChatTemplate, RendersLoopControlsNamespaceFiltersAndRaises) {
   // What would overflow the engine's stack is refused up front (found by chat_template_fuzz).
   expect_input_error([] { ChatTemplate::parse("{{ " + std::string(5000, '(') + " }}", "deep"); },
                      {"deep: template nests brackets 5002 deep; expected at most 256"});
-  expect_input_error(
-      [] { ChatTemplate::parse("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "rec"); },
-      {"rec: macro 'f' calls itself"});
+}
+
+// A render's work is bounded in the engine (scripts/patches/llama-cpp-jinja-work-bounds.patch):
+// a recursive macro that ends renders as in HF's Jinja; one that does not, or whose work grows
+// without bound, is an error instead of a hang (chat_template_fuzz timed out on
+// `{% macro f(nendmacro) %}{{ f(n) }}...`, which a text check had let through).
+TEST(ChatTemplate, RenderWorkIsBounded) {
+  const nlohmann::ordered_json none = nlohmann::ordered_json::array();
+  const auto render = [&](const std::string& source) {
+    return ChatTemplate::parse(source, "t").render(none, nullptr);
+  };
+  EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}"
+                   "{{ f(5) }}"),
+            "54321");
+  EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}ok{% endif %}"
+                   "{% endmacro %}{{ f(150) }}"),
+            "ok");
+  // The budget leaves room for far longer conversations than a context window holds.
+  EXPECT_EQ(ChatTemplate::render_step_limit(), 8000000u);
+  nlohmann::ordered_json long_chat = nlohmann::ordered_json::array();
+  for (int i = 0; i < 26000; ++i)
+    long_chat.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", "message"}});
+  for (TokenizerFamily family : {TokenizerFamily::Llama3, TokenizerFamily::Qwen3})
+    EXPECT_GT(ChatTemplate::parse(family_chat_template(family), "family")
+                  .render(long_chat, {{"add_generation_prompt", true}})
+                  .size(),
+              26000u * 7);
+  EXPECT_EQ(render("{{ 'ab' * 3 }}|{{ range(2, 9, 3) | join(',') }}|"
+                   "{{ range(9223372036854775806, 9223372036854775807, 5) | list | length }}"),
+            "ababab|2,5,8|1");
+  for (const std::string source :
+       {"{{ ('x' * 100000) * 1000 }}", "{{ 'a\nb' | indent(4000000000000) }}"})
+    expect_input_error([&] { render(source); },
+                       {"t: template failed to render", "bytes exceeds 67108864"}, source);
+  // Runaway templates, under a lower limit (the same accounting) to keep the test fast.
+  ChatTemplate::set_render_step_limit(200000);
+  for (const auto& [source, error] : std::vector<std::pair<std::string, std::string>>{
+           {"{% macro f(nendmacro) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
+            "maximum recursion depth exceeded"},
+           {"{% macro a() %}{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}",
+            "maximum recursion depth exceeded"},
+           {"{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}"
+            "{{ f(60) }}",
+            "steps of work"},
+           {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+            "steps of work"},
+           {"{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+            "{% endfor %}{{ ns.s | length }}",
+            "exceeds 200000 steps of work"},
+           {"{{ range(9000000000000000000) | length }}", "steps of work"},
+           {"{{ 'x' * 9000000000000000000 }}", "steps of work"}})
+    expect_input_error([&] { render(source); }, {"t: template failed to render", error}, source);
+  ChatTemplate::set_render_step_limit(8000000);
 }
 
 // A template is untrusted input: the engine's arithmetic gives HF Jinja's results (Python's
