@@ -28,7 +28,7 @@ namespace {
 
 struct ServeOpts {
   EngineRunnerOptions runner;  // its max_batch is --max-batch
-  std::string host = "127.0.0.1", served_name;
+  std::string host = "127.0.0.1", served_name, tool_call_parser = "auto";
   int port = 8000, max_context = 4096, max_prefill_chunk = 0, http_threads = 128;
   double drain_seconds = 30;
   size_t max_body_bytes = size_t{4} << 20;
@@ -45,6 +45,8 @@ void check_options(const ServeOpts& o) {
   require_at_least("--http-threads", o.http_threads, 2);
   if (!(o.drain_seconds >= 0)) throw_input_error("--drain-seconds", "", "expected >= 0");
   if (o.max_body_bytes < 1024) throw_input_error("--max-body-bytes", "", "expected >= 1024");
+  if (o.tool_call_parser != "auto")
+    serve::parse_tool_call_format(o.tool_call_parser, "--tool-call-parser");
 }
 
 // Waits for SIGTERM / SIGINT, then drains: admission closes, running requests get the deadline,
@@ -97,6 +99,9 @@ Runner add_serve(CLI::App& app) {
                  "largest request body accepted (default 4 MiB; larger: 413)");
   app.add_option("--http-threads", o->http_threads,
                  "connections served at once (default 128; a stream holds one to its end)");
+  app.add_option("--tool-call-parser", o->tool_call_parser,
+                 "how chat replies' tool calls are read: hermes, llama3_json, none, or auto "
+                 "(default: the format the chat template teaches)");
   return [o]() {
     check_options(*o);
     // A client gone mid-stream makes a write fail; without this the write would kill the server.
@@ -134,6 +139,12 @@ Runner add_serve(CLI::App& app) {
     model.max_context = max_context;
     model.kv_positions = kv.num_blocks * kv.block_size;
     model.vocab_size = ckpt.config().vocab_size;
+    model.tool_call_format =
+        o->tool_call_parser != "auto"
+            ? serve::parse_tool_call_format(o->tool_call_parser, "--tool-call-parser")
+        : text && text->has_chat_template()
+            ? serve::detect_tool_call_format(text->config().chat_template)
+            : serve::ToolCallFormat::None;
     serve::ServerOptions so;
     so.host = o->host;
     so.port = o->port;
@@ -145,6 +156,8 @@ Runner add_serve(CLI::App& app) {
                  "serve: '%s' on the %s: %d requests a step, context %d, %d KV blocks of %d\n",
                  model.name.c_str(), label.c_str(), std::min(decode_rows, o->runner.max_batch),
                  max_context, kv.num_blocks, kv.block_size);
+    std::fprintf(stderr, "serve: tool calls read as %s\n",
+                 serve::tool_call_format_name(model.tool_call_format));
     std::fprintf(stderr, "serve: listening on http://%s:%d\n", o->host.c_str(), server.port());
     serve_until_signal(engine, server, o->drain_seconds);
     return 0;

@@ -77,6 +77,7 @@ struct Choices {
   std::map<uint64_t, size_t> index;  // ticket -> choice index
   std::vector<ChoiceResult> results;
   std::vector<bool> finished, started;
+  std::vector<ToolCallStream> tool_streams;  // streamed chat with tool calls: one a choice
   size_t finished_count = 0;
   std::string failure;  // an error or abort that ended the request
   int failure_status = 0;
@@ -152,6 +153,9 @@ std::shared_ptr<Choices> HttpServer::Impl::submit(ApiRequest r, httplib::Respons
   c->results.resize(c->tickets.size());
   c->finished.assign(c->tickets.size(), false);
   c->started.assign(c->tickets.size(), false);
+  if (q.stream && q.tool_calls != ToolCallFormat::None)
+    for (size_t i = 0; i < c->tickets.size(); ++i)
+      c->tool_streams.emplace_back(q.tool_calls, [this] { return random_id("chatcmpl-tool-"); });
   return c;
 }
 
@@ -182,16 +186,39 @@ void HttpServer::Impl::take(Choices& c, std::vector<RequestOutput> outs, std::st
     ChoiceResult& r = c.results[i];
     r.text += o.text;
     r.completion_tokens = o.completion_tokens;
-    const std::string reason = o.finished ? finish_reason_name(o.finish_reason) : "";
+    std::string reason = o.finished ? finish_reason_name(o.finish_reason) : "";
     // A streamed chunk carries the logprobs of the tokens of its output, even where their text
-    // is still held (a partial character, a possible stop string).
+    // is still held (a partial character, a possible stop string, a tool call).
     const json logprobs = sse && !o.logprobs.empty()
                               ? logprobs_json(c.request, o.logprobs, model.text, &r.text_offset)
                               : json(nullptr);
     r.logprobs.insert(r.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
-    if (!o.text.empty() || !reason.empty() || !c.started[i] || !logprobs.is_null())
+    if (sse && !c.tool_streams.empty()) {
+      // Content goes out as it comes, up to where a call may begin; the calls, whole, at the end.
+      std::string text = c.tool_streams[i].feed(o.text);
+      ChoiceResult calls;
+      if (o.finished) {
+        calls.finish_reason = reason;
+        apply_tool_calls(c.request, c.tool_streams[i].finish(), &calls);
+        text += calls.text;
+        reason = calls.finish_reason;
+      }
+      const std::string pending = calls.tool_calls.empty() ? reason : "";
+      if (!text.empty() || !pending.empty() || !c.started[i] || !logprobs.is_null()) {
+        event(stream_chunk(c.request, c.id, c.created, c.model, static_cast<int>(i), text, pending,
+                           !c.started[i], logprobs));
+        c.started[i] = true;
+      }
+      if (!calls.tool_calls.empty()) {
+        event(tool_calls_chunk(c.request, c.id, c.created, c.model, static_cast<int>(i),
+                               calls.tool_calls, !c.started[i]));
+        event(stream_chunk(c.request, c.id, c.created, c.model, static_cast<int>(i), "", reason,
+                           false));
+      }
+    } else if (!o.text.empty() || !reason.empty() || !c.started[i] || !logprobs.is_null()) {
       event(stream_chunk(c.request, c.id, c.created, c.model, static_cast<int>(i), o.text, reason,
                          !c.started[i], logprobs));
+    }
     c.started[i] = true;
     if (o.finished) {
       r.finish_reason = reason;
@@ -216,6 +243,12 @@ void HttpServer::Impl::respond(Choices& c, httplib::Response& res) {
     send_error(res, c.failure_status, c.failure, "", "server_error");
     return;
   }
+  if (c.request.tool_calls != ToolCallFormat::None)
+    for (ChoiceResult& r : c.results)
+      apply_tool_calls(c.request,
+                       extract_tool_calls(c.request.tool_calls, r.text,
+                                          [this] { return random_id("chatcmpl-tool-"); }),
+                       &r);
   res.set_content(completion_response(c.request, c.id, c.created, c.model, c.results,
                                       c.prompt_tokens, model.text)
                       .dump(-1, ' ', false, json::error_handler_t::replace),

@@ -150,6 +150,26 @@ json normalised_messages(const json& v) {
                      [&](const char* r) { return role.get<std::string>() == r; }))
       bad(at + ".role", "expected system, developer, user, assistant or tool, found '" +
                             role.get<std::string>() + "'");
+    // An assistant turn's earlier calls: OpenAI sends "arguments" as JSON text; the templates
+    // iterate them as objects (HF's transformers takes dicts), so text that parses is given as
+    // its object (what vLLM does).
+    json& calls = msg["tool_calls"];
+    if (calls.is_null()) {
+      msg.erase("tool_calls");
+    } else if (!calls.is_array()) {
+      wrong_type(at + ".tool_calls", "an array", calls);
+    } else {
+      for (size_t j = 0; j < calls.size(); ++j) {
+        const std::string call = at + ".tool_calls[" + std::to_string(j) + "]";
+        if (!calls[j].is_object() || !field_of(calls[j], "function").is_object())
+          bad(call, "expected {\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
+        json& args = calls[j]["function"]["arguments"];
+        if (args.is_string()) {
+          json parsed = json::parse(args.get<std::string>(), nullptr, false);
+          if (parsed.is_object()) args = std::move(parsed);
+        }
+      }
+    }
     json& content = msg["content"];
     if (content.is_array()) {
       std::string text;
@@ -202,16 +222,62 @@ void refuse_unsupported(const json& body, bool chat) {
              (v.is_number() && v.get<double>() == 0) || (v.is_object() && v.empty()) ||
              (v.is_string() && v.get<std::string>().empty()));
   };
-  for (const char* name :
-       {"echo", "suffix", "logit_bias", "presence_penalty", "frequency_penalty", "tool_choice"})
+  for (const char* name : {"echo", "suffix", "logit_bias", "presence_penalty", "frequency_penalty"})
     if (set(name)) bad(name, "not supported by this server");
+  if (!chat && set("tool_choice")) bad("tool_choice", "only chat completions take tools");
   const json& best_of = field_of(body, "best_of");
   if (!best_of.is_null() && !(best_of.is_number_integer() && best_of.get<int64_t>() == 1))
     bad("best_of", "not supported by this server (only 1)");
   const json& format = field_of(body, "response_format");
   if (!format.is_null() && !(format.is_object() && field_of(format, "type") == "text"))
     bad("response_format", "only {\"type\": \"text\"} is supported");
-  (void)chat;
+}
+
+// Chat's tools, tool_choice and parallel_tool_calls: the tools are checked as OpenAI's API
+// describes them (the template renders them); "auto" (the default with tools) parses the reply's
+// calls in the model's format.
+void parse_tools(const json& body, const ServedModel& m, ApiRequest& r) {
+  const json& tools = field_of(body, "tools");
+  if (!tools.is_null()) {
+    if (!tools.is_array()) wrong_type("tools", "an array", tools);
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      const json& t = tools[i];
+      if (!t.is_object()) wrong_type(at, "an object", t);
+      if (field_of(t, "type") != "function")
+        bad(at + ".type", "expected \"function\", found " + field_of(t, "type").dump());
+      const json& f = field_of(t, "function");
+      if (!f.is_object()) wrong_type(at + ".function", "an object", f);
+      const json& name = field_of(f, "name");
+      if (!name.is_string() || name.get<std::string>().empty())
+        bad(at + ".function.name", "expected a non-empty string, found " + name.dump());
+      const json& params = field_of(f, "parameters");
+      if (!params.is_null() && !params.is_object())
+        wrong_type(at + ".function.parameters", "an object (a JSON Schema)", params);
+    }
+  }
+  const bool have_tools = tools.is_array() && !tools.empty();
+  const json& choice = field_of(body, "tool_choice");
+  bool parse = have_tools;
+  if (!choice.is_null()) {
+    if (choice.is_object() || choice == "required")
+      bad("tool_choice",
+          "\"required\" and named functions need guided decoding, which this server does not "
+          "do; use \"auto\" or \"none\"");
+    if (!choice.is_string()) wrong_type("tool_choice", "\"auto\" or \"none\"", choice);
+    if (choice != "auto" && choice != "none")
+      bad("tool_choice", "expected \"auto\" or \"none\", found " + choice.dump());
+    if (!have_tools && choice == "auto") bad("tool_choice", "only allowed with tools");
+    parse = have_tools && choice == "auto";
+  }
+  if (parse && m.tool_call_format == ToolCallFormat::None)
+    bad("tool_choice",
+        "\"auto\" needs a tool-call parser and this model's chat template teaches no format "
+        "megaops recognises: start the server with --tool-call-parser hermes or llama3_json, or "
+        "send tool_choice \"none\"");
+  if (parse) r.tool_calls = m.tool_call_format;
+  const json& parallel = field_of(body, "parallel_tool_calls");
+  if (!parallel.is_null()) r.parallel_tool_calls = bool_field(parallel, "parallel_tool_calls");
 }
 
 void parse_sampling(const json& body, const ServedModel& m, ApiRequest& r) {
@@ -335,10 +401,12 @@ ApiRequest parse_request(const std::string& text, bool chat, const ServedModel& 
           "NotFoundError");
   }
   refuse_unsupported(body, chat);
-  if (chat)
+  if (chat) {
+    parse_tools(body, m, r);
     r.prompts.push_back(chat_prompt(body, m));
-  else
+  } else {
     r.prompts = parse_prompts(field_of(body, "prompt"), m);
+  }
   const json& n = field_of(body, "n");
   if (!n.is_null()) r.n = static_cast<int>(int_field(n, "n", 1, MAX_CHOICES));
   if (r.n * r.prompts.size() > static_cast<size_t>(MAX_CHOICES))
@@ -449,6 +517,45 @@ json logprobs_json(const ApiRequest& r, const std::vector<SampledLogprobs>& toke
           {"text_offset", std::move(offsets)}};
 }
 
+namespace {
+
+json tool_calls_json(const std::vector<ToolCall>& calls, bool indexed) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = json::object();
+    if (indexed) call["index"] = i;
+    call["id"] = calls[i].id;
+    call["type"] = "function";
+    call["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+}  // namespace
+
+void apply_tool_calls(const ApiRequest& r, ParsedReply reply, ChoiceResult* c) {
+  if (!r.parallel_tool_calls && reply.calls.size() > 1) reply.calls.resize(1);
+  c->text = std::move(reply.content);
+  c->tool_calls = std::move(reply.calls);
+  if (!c->tool_calls.empty()) c->finish_reason = "tool_calls";
+}
+
+json tool_calls_chunk(const ApiRequest& r, const std::string& id, int64_t created,
+                      const std::string& model, int index, const std::vector<ToolCall>& calls,
+                      bool first) {
+  json out = head(r, id, created, model, true);
+  json delta = json::object();
+  if (first) delta["role"] = "assistant";
+  delta["tool_calls"] = tool_calls_json(calls, true);
+  out["choices"] = json::array({{{"index", index},
+                                 {"delta", std::move(delta)},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", nullptr}}});
+  if (r.include_usage) out["usage"] = nullptr;
+  return out;
+}
+
 json completion_response(const ApiRequest& r, const std::string& id, int64_t created,
                          const std::string& model, const std::vector<ChoiceResult>& choices,
                          int prompt_tokens, const CheckpointText* text) {
@@ -459,9 +566,15 @@ json completion_response(const ApiRequest& r, const std::string& id, int64_t cre
     const ChoiceResult& c = choices[i];
     completion_tokens += c.completion_tokens;
     json choice = {{"index", i}};
-    if (r.chat)
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    else
+    if (r.chat) {
+      // With calls, content is null unless the model wrote more than white space beside them.
+      const bool blank = c.text.find_first_not_of(" \t\r\n") == std::string::npos;
+      choice["message"] = {
+          {"role", "assistant"},
+          {"content", !c.tool_calls.empty() && blank ? json(nullptr) : json(c.text)}};
+      if (!c.tool_calls.empty())
+        choice["message"]["tool_calls"] = tool_calls_json(c.tool_calls, false);
+    } else
       choice["text"] = c.text;
     int offset = 0;
     choice["logprobs"] =

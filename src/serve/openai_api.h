@@ -1,9 +1,12 @@
 // The OpenAI-compatible API's requests and responses, as JSON (no HTTP here): /v1/completions and
 // /v1/chat/completions bodies parsed into engine requests with every field checked (an ApiError
 // naming the field, as OpenAI's and vLLM's servers answer), and the response objects and SSE
-// chunks built from what the engine produced. Parameters follow OpenAI's API; vLLM's extensions
-// top_k, ignore_eos, stop_token_ids, chat_template_kwargs are accepted too. logprobs: completions'
-// integer 0..MAX_COMPLETION_LOGPROBS, chat's boolean with top_logprobs 0..MAX_LOGPROBS.
+// chunks built from what the engine produced. Chat takes tools (tool_choice "auto" or "none";
+// "required" and named functions would need guided decoding and are refused) and returns the
+// calls the model wrote as message.tool_calls (serve/tool_calls.h). Parameters follow OpenAI's API;
+// vLLM's extensions top_k, ignore_eos, stop_token_ids, chat_template_kwargs are accepted too.
+// logprobs: completions' integer 0..MAX_COMPLETION_LOGPROBS, chat's boolean with top_logprobs
+// 0..MAX_LOGPROBS.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "megaops/engine.h"
+#include "serve/tool_calls.h"
 
 namespace megaops {
 class CheckpointText;
@@ -47,6 +51,9 @@ struct ServedModel {
   int max_context = 0;   // positions per request
   int kv_positions = 0;  // positions the whole KV cache holds (blocks x block size)
   int vocab_size = 0;
+  // How tool calls in a chat reply are recognised (serve's --tool-call-parser; by default what
+  // the chat template teaches). None: a request with tools and tool_choice "auto" is refused.
+  ToolCallFormat tool_call_format = ToolCallFormat::None;
 };
 
 struct ApiRequest {
@@ -58,6 +65,10 @@ struct ApiRequest {
   // Shared by every choice; choice i of a prompt samples with seed + i (seed_given) or a seed of
   // its own.
   RequestParams params;
+  // Chat with tools and tool_choice "auto": the reply's tool calls become message.tool_calls
+  // (None: the reply is all content).
+  ToolCallFormat tool_calls = ToolCallFormat::None;
+  bool parallel_tool_calls = true;  // false: only a reply's first call is kept
 };
 
 // Most choices (n) and prompts in one request.
@@ -73,8 +84,9 @@ ApiRequest parse_request(const std::string& body, bool chat, const ServedModel& 
 // The response objects. `choices` hold, per choice (prompt-major), its text and finish reason.
 struct ChoiceResult {
   std::string text;
-  std::string finish_reason;  // "stop" or "length"
+  std::string finish_reason;  // "stop", "length" or "tool_calls"
   int completion_tokens = 0;
+  std::vector<ToolCall> tool_calls;       // chat: the calls taken out of `text`
   std::vector<SampledLogprobs> logprobs;  // one a generated token, when asked for
   int text_offset = 0;                    // completions' text_offset of the next token
 };
@@ -98,6 +110,14 @@ nlohmann::ordered_json stream_chunk(const ApiRequest& r, const std::string& id, 
                                     const std::string& model, int index, const std::string& text,
                                     const std::string& finish_reason, bool first,
                                     const nlohmann::ordered_json& logprobs = nullptr);
+// A chat chunk with choice `index`'s tool calls (whole: name and all of the arguments in one
+// delta each, indexed 0.. in the reply).
+nlohmann::ordered_json tool_calls_chunk(const ApiRequest& r, const std::string& id, int64_t created,
+                                        const std::string& model, int index,
+                                        const std::vector<ToolCall>& calls, bool first);
+// A parsed reply's calls as the choice's ChoiceResult takes them: parallel_tool_calls false keeps
+// the first; a reply with calls finishes with "tool_calls" (vLLM's rule).
+void apply_tool_calls(const ApiRequest& r, ParsedReply reply, ChoiceResult* c);
 // The last chunk when stream_options.include_usage: no choices, the usage.
 nlohmann::ordered_json usage_chunk(const ApiRequest& r, const std::string& id, int64_t created,
                                    const std::string& model, int prompt_tokens,

@@ -230,5 +230,132 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   EXPECT_EQ(models_response(tiny_model(), 7)["data"][0]["id"], "tiny");
 }
 
+// Tools: checked as OpenAI describes them and rendered by the template; tool_choice "auto"
+// (the default with tools) reads the reply's calls in the model's format, "none" leaves the reply
+// as content; what needs guided decoding is refused naming tool_choice.
+TEST(OpenAiApi, ToolsAreCheckedAndCallsReturned) {
+  const json tools =
+      json::array({{{"type", "function"},
+                    {"function",
+                     {{"name", "get_weather"},
+                      {"parameters",
+                       {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}});
+  const json messages = json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}});
+  ServedModel m = tiny_model();
+  m.tool_call_format = ToolCallFormat::Llama3Json;  // the tiny model's template is Llama 3.1's
+  m.max_context = 4096;  // Llama 3.1's template writes the tools out at length
+  m.kv_positions = 8192;
+  const auto chat = [&](json body) {
+    body["messages"] = messages;
+    return parse_request(body.dump(), true, m);
+  };
+  const ApiRequest r = chat({{"tools", tools}});
+  EXPECT_EQ(r.tool_calls, ToolCallFormat::Llama3Json);
+  EXPECT_TRUE(r.parallel_tool_calls);
+  // The template saw the tools: the prompt differs from the one without them.
+  EXPECT_NE(r.prompts[0], chat(json::object()).prompts[0]);
+  EXPECT_EQ(chat({{"tools", tools}, {"tool_choice", "auto"}}).tool_calls,
+            ToolCallFormat::Llama3Json);
+  EXPECT_EQ(chat({{"tools", tools}, {"tool_choice", "none"}}).tool_calls, ToolCallFormat::None);
+  EXPECT_EQ(chat(json::object()).tool_calls, ToolCallFormat::None);
+  EXPECT_FALSE(chat({{"tools", tools}, {"parallel_tool_calls", false}}).parallel_tool_calls);
+  // An earlier call's arguments as JSON text (OpenAI's form) render as the template expects.
+  const json history = json::array(
+      {{{"role", "user"}, {"content", "Weather in Paris?"}},
+       {{"role", "assistant"},
+        {"content", nullptr},
+        {"tool_calls",
+         json::array(
+             {{{"id", "call_1"},
+               {"type", "function"},
+               {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}})}},
+       {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "18 C"}}});
+  const ApiRequest followup =
+      parse_request(json{{"messages", history}, {"tools", tools}}.dump(), true, m);
+  json as_object = history;
+  as_object[1]["tool_calls"][0]["function"]["arguments"] = {{"city", "Paris"}};
+  const CheckpointText& text = testing::tiny_text();
+  EXPECT_EQ(followup.prompts[0],
+            text.tokenizer().encode(text.render_chat(as_object, true, {{"tools", tools}}), false));
+
+  const std::string msgs = R"("messages": [{"role": "user", "content": "x"}])";
+  const auto err = [&](const std::string& rest, const std::string& param,
+                       const std::string& fragment) {
+    const std::string body = "{" + msgs + ", " + rest + "}";
+    try {
+      parse_request(body, true, m);
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400) << body;
+      EXPECT_EQ(e.param, param) << body << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      return;
+    }
+    ADD_FAILURE() << "no error for " << body;
+  };
+  const std::string ok_tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
+  err(R"("tools": {})", "tools", "expected an array");
+  err(R"("tools": [1])", "tools[0]", "expected an object");
+  err(R"("tools": [{"type": "retrieval"}])", "tools[0].type", "expected \"function\"");
+  err(R"("tools": [{"type": "function"}])", "tools[0].function", "expected an object");
+  err(R"("tools": [{"type": "function", "function": {"name": ""}}])", "tools[0].function.name",
+      "non-empty string");
+  err(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": []}}])",
+      "tools[0].function.parameters", "JSON Schema");
+  err(ok_tools + R"(, "tool_choice": "required")", "tool_choice", "guided decoding");
+  err(ok_tools + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}})",
+      "tool_choice", "guided decoding");
+  err(ok_tools + R"(, "tool_choice": "sometimes")", "tool_choice", "expected \"auto\" or");
+  err(ok_tools + R"(, "tool_choice": 1)", "tool_choice", "found an integer");
+  err(R"("tool_choice": "auto")", "tool_choice", "only allowed with tools");
+  err(ok_tools + R"(, "parallel_tool_calls": "yes")", "parallel_tool_calls", "boolean");
+  err(R"("messages": [{"role": "assistant", "tool_calls": {}}])", "messages[0].tool_calls",
+      "expected an array");
+  // A model whose template teaches no format megaops reads: "auto" is refused, "none" is fine.
+  m.tool_call_format = ToolCallFormat::None;
+  err(ok_tools, "tool_choice", "--tool-call-parser");
+  EXPECT_EQ(parse_request("{" + msgs + ", " + ok_tools + R"(, "tool_choice": "none"})", true, m)
+                .tool_calls,
+            ToolCallFormat::None);
+  expect_error(R"({"prompt": "x", "tool_choice": "auto"})", 400, "tool_choice", false,
+               "only chat completions");
+
+  // The response: calls under message.tool_calls, content null when only white space is left,
+  // finish_reason "tool_calls"; parallel_tool_calls false keeps the first call.
+  ChoiceResult c = choice("", "stop", 9);
+  apply_tool_calls(
+      r, {"\n", {{"call_a", "get_weather", R"({"city":"Paris"})"}, {"call_b", "g", "{}"}}}, &c);
+  EXPECT_EQ(c.finish_reason, "tool_calls");
+  const json out = completion_response(r, "chatcmpl-1", 7, "tiny", {c}, 4);
+  const json& message = out["choices"][0]["message"];
+  EXPECT_TRUE(message["content"].is_null());
+  ASSERT_EQ(message["tool_calls"].size(), 2u);
+  EXPECT_EQ(message["tool_calls"][0],
+            json({{"id", "call_a"},
+                  {"type", "function"},
+                  {"function", {{"name", "get_weather"}, {"arguments", R"({"city":"Paris"})"}}}}));
+  EXPECT_EQ(out["choices"][0]["finish_reason"], "tool_calls");
+  ApiRequest single = r;
+  single.parallel_tool_calls = false;
+  ChoiceResult first = choice("", "stop", 9);
+  apply_tool_calls(single, {"Sure.", {{"call_a", "a", "{}"}, {"call_b", "b", "{}"}}}, &first);
+  ASSERT_EQ(first.tool_calls.size(), 1u);
+  EXPECT_EQ(
+      completion_response(single, "c", 7, "tiny", {first}, 4)["choices"][0]["message"]["content"],
+      "Sure.");
+  ChoiceResult none = choice("", "length", 9);
+  apply_tool_calls(r, {"no calls", {}}, &none);
+  EXPECT_EQ(none.finish_reason, "length");
+  EXPECT_FALSE(completion_response(r, "c", 7, "tiny", {none}, 4)["choices"][0]["message"].contains(
+      "tool_calls"));
+  ApiRequest streamed = r;
+  streamed.stream = true;
+  const json chunk = tool_calls_chunk(streamed, "c", 7, "tiny", 0, c.tool_calls, true);
+  EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+  EXPECT_EQ(chunk["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(chunk["choices"][0]["delta"]["tool_calls"][1]["index"], 1);
+  EXPECT_EQ(chunk["choices"][0]["delta"]["tool_calls"][1]["function"]["name"], "g");
+  EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+}
+
 }  // namespace
 }  // namespace megaops::serve

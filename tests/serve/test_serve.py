@@ -210,6 +210,38 @@ def test_n_stop_max_tokens_temperature_seed(client):
         assert out.choices[0].finish_reason == "stop"
 
 
+def test_chat_with_tools(server, client):
+    """Tools reach the template (a longer prompt) and tool_choice is honoured; the random model
+    writes no call, so its reply is content (the calls themselves: http_tool_calls_test.cpp)."""
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}}]
+    plain = client.chat.completions.create(model="tiny", messages=messages, max_tokens=4,
+                                           temperature=0, extra_body={"ignore_eos": True})
+    for choice in ("auto", "none"):
+        out = client.chat.completions.create(model="tiny", messages=messages, tools=tools,
+                                             tool_choice=choice, max_tokens=4, temperature=0,
+                                             extra_body={"ignore_eos": True})
+        assert out.usage.prompt_tokens > plain.usage.prompt_tokens
+        assert out.choices[0].finish_reason == "length"
+        assert not out.choices[0].message.tool_calls
+    with pytest.raises(openai.BadRequestError, match="guided decoding"):
+        client.chat.completions.create(model="tiny", messages=messages, tools=tools,
+                                       tool_choice="required", max_tokens=4)
+    # A follow-up turn with the call and its result renders (arguments as JSON text).
+    history = messages + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}]
+    out = client.chat.completions.create(model="tiny", messages=history, tools=tools,
+                                         max_tokens=2, temperature=0,
+                                         extra_body={"ignore_eos": True})
+    assert out.usage.completion_tokens == 2
+
+
 BAD = [
     (b'{"prompt": "Hello", "max_tokens": ', 400, None),
     ({"model": "gpt-4", "prompt": "Hello"}, 404, "model"),
