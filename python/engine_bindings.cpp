@@ -137,12 +137,13 @@ class PyLLM {
  public:
   PyLLM(const std::string& path, const std::string& device, int max_context, int max_batch,
         int kv_blocks, int block_size, int max_step_tokens, const std::string& plan_file,
-        double gpu_memory_utilization)
+        double gpu_memory_utilization, bool enable_prefix_caching)
       : text_(CheckpointText::open(path)), ckpt_(Checkpoint::open(path)) {
     const RunnerConfig c = runner_config(device, max_context, max_batch, kv_blocks, block_size,
                                          max_step_tokens, plan_file, ckpt_, gpu_memory_utilization);
     EngineOptions eo;
     eo.eos_token_ids = text_.eos_token_ids();
+    eo.prefix_caching = enable_prefix_caching;
     nb::gil_scoped_release release;
     engine_ = std::make_unique<Engine>(make_runner(ckpt_, c, {}, &backend_), &text_, eo);
   }
@@ -193,6 +194,10 @@ class PyLLM {
     d["prompt_tokens_total"] = s.prompt_tokens_total;
     d["generation_tokens_total"] = s.generation_tokens_total;
     d["preemptions_total"] = s.preemptions_total;
+    d["prefix_caching"] = s.prefix_caching;
+    d["prefix_cache_queries_total"] = s.prefix_cache_queries_total;
+    d["prefix_cache_hits_total"] = s.prefix_cache_hits_total;
+    d["kv_blocks_cached"] = s.kv_blocks_cached;
     d["steps_total"] = s.steps_total;
     return d;
   }
@@ -217,11 +222,11 @@ void bind_llm(nb::module_& m) {
                     "The engine over one checkpoint (megaops.LLM wraps it): requests added, "
                     "stepped and aborted independently, continuously batched.")
       .def(nb::init<const std::string&, const std::string&, int, int, int, int, int,
-                    const std::string&, double>(),
+                    const std::string&, double, bool>(),
            nb::arg("path"), nb::arg("device") = "auto", nb::arg("max_context") = 4096,
            nb::arg("max_batch") = 8, nb::arg("kv_blocks") = 0, nb::arg("block_size") = 16,
            nb::arg("max_step_tokens") = 0, nb::arg("plan") = "",
-           nb::arg("gpu_memory_utilization") = 0.9)
+           nb::arg("gpu_memory_utilization") = 0.9, nb::arg("enable_prefix_caching") = true)
       .def("add_request", &PyLLM::add_request, nb::arg("prompt"), nb::arg("max_tokens") = 16,
            nb::arg("temperature") = -1.0f, nb::arg("top_k") = -1, nb::arg("top_p") = -1.0f,
            nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},

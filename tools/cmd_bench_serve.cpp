@@ -122,6 +122,9 @@ Runner add_bench_serve(CLI::App& app) {
       text = std::make_unique<CheckpointText>(CheckpointText::open(o->runner.model));
     EngineOptions eo;
     eo.max_running = batch;
+    // Every repeat runs the same prompts: with the prefix cache the later ones would compute
+    // none of them, and the figure compares with bench's, which computes every prompt.
+    eo.prefix_caching = false;
     Engine engine(std::move(runner), text.get(), eo);
     std::mt19937_64 rng(o->seed);
     std::uniform_int_distribution<int> id(0, cfg.vocab_size - 1);

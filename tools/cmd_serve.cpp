@@ -31,6 +31,7 @@ struct ServeOpts {
   std::string host = "127.0.0.1", served_name, tool_call_parser = "auto";
   int port = 8000, max_context = 4096, max_prefill_chunk = 0, http_threads = 128;
   double drain_seconds = 30;
+  bool no_prefix_caching = false;
   size_t max_body_bytes = size_t{4} << 20;
 };
 
@@ -99,6 +100,9 @@ Runner add_serve(CLI::App& app) {
                  "largest request body accepted (default 4 MiB; larger: 413)");
   app.add_option("--http-threads", o->http_threads,
                  "connections served at once (default 128; a stream holds one to its end)");
+  app.add_flag("--no-enable-prefix-caching", o->no_prefix_caching,
+               "compute every prompt in full (default: requests that start as an earlier one "
+               "did reuse its K/V blocks, vLLM's automatic prefix caching)");
   app.add_option("--tool-call-parser", o->tool_call_parser,
                  "how chat replies' tool calls are read: hermes, llama3_json, none, or auto "
                  "(default: the format the chat template teaches)");
@@ -121,6 +125,7 @@ Runner add_serve(CLI::App& app) {
     eo.max_running = o->runner.max_batch;
     eo.max_step_tokens = o->runner.max_step_tokens;
     eo.max_prefill_chunk = o->max_prefill_chunk;
+    eo.prefix_caching = !o->no_prefix_caching;
     if (text) eo.eos_token_ids = text->eos_token_ids();
     for (int e : ckpt.config().eos_token_ids)
       if (std::find(eo.eos_token_ids.begin(), eo.eos_token_ids.end(), e) == eo.eos_token_ids.end())
@@ -156,8 +161,9 @@ Runner add_serve(CLI::App& app) {
                  "serve: '%s' on the %s: %d requests a step, context %d, %d KV blocks of %d\n",
                  model.name.c_str(), label.c_str(), std::min(decode_rows, o->runner.max_batch),
                  max_context, kv.num_blocks, kv.block_size);
-    std::fprintf(stderr, "serve: tool calls read as %s\n",
-                 serve::tool_call_format_name(model.tool_call_format));
+    std::fprintf(stderr, "serve: tool calls read as %s; prefix caching %s\n",
+                 serve::tool_call_format_name(model.tool_call_format),
+                 engine.stats().prefix_caching ? "on" : "off");
     std::fprintf(stderr, "serve: listening on http://%s:%d\n", o->host.c_str(), server.port());
     serve_until_signal(engine, server, o->drain_seconds);
     return 0;

@@ -31,6 +31,10 @@ struct EngineOptions {
   // long prompt cannot hold the others' decode back for a whole step; 0: the budget.
   int max_prefill_chunk = 0;
   std::vector<int> eos_token_ids;  // end a request unless it sets ignore_eos
+  // Automatic prefix caching (vLLM's, on by default): a request whose tokens start as an earlier
+  // one's did takes that prefix's K/V blocks from the cache instead of computing them
+  // (engine/block_manager.h). Only where the runner shares blocks (ModelRunner::shares_kv_blocks).
+  bool prefix_caching = true;
 };
 
 // Why a request ended: "stop" (EOS, a stop token or string), "length" (max_tokens), "abort"
@@ -99,6 +103,11 @@ struct EngineStats {
   int kv_blocks_used = 0, kv_blocks_free = 0, kv_blocks_total = 0, kv_block_size = 0;
   uint64_t prompt_tokens_total = 0, generation_tokens_total = 0;
   uint64_t steps_total = 0, preemptions_total = 0;
+  // Prefix caching: whether it is on, prompt tokens looked up at admission and those found
+  // cached, and blocks registered (held or free: a free one is reused before it is forgotten).
+  bool prefix_caching = false;
+  uint64_t prefix_cache_queries_total = 0, prefix_cache_hits_total = 0;
+  int kv_blocks_cached = 0;
   std::map<std::string, uint64_t> finished_total;  // by finish reason name
   Histogram ttft_s, inter_token_s;
   // Per engine step that ran the model: the runner's step (the batch's forward pass and sampling,

@@ -166,13 +166,15 @@ class LLM:
     blocks of block_size positions (0: on the GPU as many as fit in gpu_memory_utilization of its
     memory, at most max_batch requests of max_context; on the CPU exactly that). device "auto"
     runs the GPU where there is one (the paged runner, max_batch 1..64), else the fp32 CPU oracle.
-    Several threads may share one LLM."""
+    enable_prefix_caching (vLLM's automatic prefix caching): a prompt that starts as an earlier
+    one did reuses its K/V blocks. Several threads may share one LLM."""
 
     def __init__(self, model: str, device: str = "auto", max_context: int = 4096,
                  max_batch: int = 8, kv_blocks: int = 0, block_size: int = 16,
-                 max_step_tokens: int = 0, plan: str = "", gpu_memory_utilization: float = 0.9):
+                 max_step_tokens: int = 0, plan: str = "", gpu_memory_utilization: float = 0.9,
+                 enable_prefix_caching: bool = True):
         self._engine = _LLM(model, device, max_context, max_batch, kv_blocks, block_size,
-                            max_step_tokens, plan, gpu_memory_utilization)
+                            max_step_tokens, plan, gpu_memory_utilization, enable_prefix_caching)
         self._outputs = {}  # request id -> outputs of other callers' requests, not yet taken
         self._dropped = set()  # aborted requests whose last output is still to come
         self._lock = threading.Lock()  # guards the two above (threads sharing one LLM)

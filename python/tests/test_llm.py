@@ -158,3 +158,21 @@ def test_logprobs_are_raw_and_the_same_batched_or_streamed(ckpt, device):
         [{t: v.logprob for t, v in s.items()} for s in alone.logprobs]
     with pytest.raises(ValueError, match="logprobs"):
         engine.generate("Hello", params(0, logprobs=21))
+
+
+def test_prefix_caching_reuses_blocks_and_keeps_the_tokens(ckpt, device):
+    shared = [(7 * i * i + 3 * i + 5) % 400 + 3 for i in range(40)]  # 2 whole blocks of 16
+    prompts = [shared + [11, 12, 13], shared + [21, 22, 23, 24, 25], shared + [11, 12, 13]]
+    sampling = [params(i) for i in range(3)]
+    outs = {}
+    for caching in (False, True):
+        engine = llm(ckpt, device, max_batch=1, enable_prefix_caching=caching)
+        outs[caching] = [engine.generate(p, s)[0].token_ids for p, s in zip(prompts, sampling)]
+        stats = engine.stats()
+        assert stats["prefix_caching"] is caching
+        assert stats["kv_blocks_used"] == 0
+        # The second and third prompts find the first one's two whole blocks (the third is the
+        # first again, but its last token and those after it are computed: 42 positions looked
+        # up hold two whole blocks).
+        assert stats["prefix_cache_hits_total"] == (2 * 32 if caching else 0)
+    assert outs[True] == outs[False]

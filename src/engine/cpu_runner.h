@@ -40,6 +40,7 @@ class CpuModelRunner final : public ModelRunner {
   std::vector<int> run(const std::vector<RunnerSeq>& seqs) override;
   std::vector<float> last_logits() const override { return last_logits_; }
   const char* backend() const override { return "cpu"; }
+  bool shares_kv_blocks() const override { return true; }
 
  private:
   std::shared_ptr<const ref::Weights> weights_;

@@ -87,7 +87,8 @@ struct Engine::Impl {
       : runner(std::move(r)),
         text(t),
         options(std::move(o)),
-        blocks(runner->kv_geometry().num_blocks, runner->kv_geometry().block_size),
+        blocks(runner->kv_geometry().num_blocks, runner->kv_geometry().block_size,
+               options.prefix_caching && runner->shares_kv_blocks()),
         scheduler(blocks, pick(options.max_running, runner->max_decode_rows(), "max_running"),
                   pick(options.max_step_tokens, runner->max_step_tokens(), "max_step_tokens"),
                   options.max_prefill_chunk) {
@@ -266,6 +267,8 @@ std::vector<RequestOutput> Engine::step() {
   m.pending.clear();
   const Schedule schedule = m.scheduler.schedule();
   m.stats.preemptions_total += schedule.preempted;
+  m.stats.prefix_cache_queries_total += schedule.prefix_queried;
+  m.stats.prefix_cache_hits_total += schedule.prefix_hit;
   if (!schedule.seqs.empty()) {
     const std::vector<RunnerSeq> seqs = m.runner_seqs(schedule);
     std::vector<int> tokens;
@@ -298,6 +301,8 @@ std::vector<RequestOutput> Engine::step() {
         continue;
       }
       r.num_computed += schedule.seqs[i].num_tokens;
+      m.blocks.register_full([&r](int t) { return r.token_at(t); }, r.num_computed, r.blocks,
+                             r.prefix);
       if (!seqs[i].sample) continue;
       RequestOutput out;
       SampledLogprobs lp;
@@ -333,6 +338,8 @@ EngineStats Engine::stats() const {
   s.running = impl_->scheduler.num_running();
   s.kv_blocks_used = impl_->blocks.num_used();
   s.kv_blocks_free = impl_->blocks.num_free();
+  s.kv_blocks_cached = impl_->blocks.num_cached();
+  s.prefix_caching = impl_->blocks.prefix_caching();
   return s;
 }
 

@@ -58,6 +58,10 @@ class ModelRunner {
   // (logprobs, tests); only those rows pay the device-to-host copy.
   virtual std::vector<float> last_logits() const = 0;
   virtual const char* backend() const = 0;  // "cpu" or "cuda:<plan>"
+  // True when the runner reads and writes K/V only through the block tables it is given, so
+  // requests may share blocks (the engine's prefix caching); false for a runner with a cache of
+  // its own (the executor adapter).
+  virtual bool shares_kv_blocks() const { return false; }
 };
 
 }  // namespace megaops

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/block_manager.h"
 #include "engine/text_stream.h"
 #include "megaops/engine.h"
 
@@ -24,6 +25,7 @@ struct Request {
   State state = State::Waiting;
   int num_computed = 0;         // tokens (prompt, then output) whose K/V the cache holds
   std::vector<int32_t> blocks;  // the request's block table
+  PrefixChain prefix;           // its leading blocks in the prefix cache (engine/block_manager.h)
   EngineClock::time_point arrival, last_token;
   double ttft_s = -1;
   int preemptions = 0;

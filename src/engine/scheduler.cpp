@@ -19,14 +19,14 @@ void Scheduler::add(Request* r) {
 void Scheduler::remove(Request* r) {
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r), waiting_.end());
   running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
-  blocks_.release(r->blocks);
+  blocks_.release(r->blocks, &r->prefix);
 }
 
 // Recomputation: the request keeps its tokens, loses its cache, and goes back to the head of the
 // queue (it arrived before everything waiting there).
 void Scheduler::preempt(Request* r) {
   running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
-  blocks_.release(r->blocks);
+  blocks_.release(r->blocks, &r->prefix);
   r->num_computed = 0;
   r->state = Request::State::Waiting;
   ++r->preemptions;
@@ -68,8 +68,20 @@ Schedule Scheduler::schedule() {
   if (out.preempted > 0) return out;
   while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < max_running_) {
     Request* r = waiting_.front();
+    int cached = 0;
+    if (r->num_computed == 0 && r->blocks.empty())
+      r->num_computed = cached = blocks_.match_prefix([r](int i) { return r->token_at(i); },
+                                                      r->num_tokens() - 1, r->blocks, r->prefix);
     const int n = chunk(r);
-    if (!blocks_.grow(r->blocks, static_cast<int64_t>(r->num_computed) + n)) break;
+    if (!blocks_.grow(r->blocks, static_cast<int64_t>(r->num_computed) + n)) {
+      if (cached > 0) {  // it waits as it was; the blocks stay cached
+        blocks_.release(r->blocks, &r->prefix);
+        r->num_computed = 0;
+      }
+      break;
+    }
+    out.prefix_queried += r->num_tokens() - 1;
+    out.prefix_hit += cached;
     waiting_.pop_front();
     r->state = Request::State::Running;
     running_.push_back(r);

@@ -10,6 +10,9 @@
 //   2. then, unless something was preempted in this step, waiting requests in arrival order join
 //      while budget, running slots and blocks last (a prompt longer than the budget runs in chunks
 //      over several steps); the first one that cannot get blocks stays at the head of the queue.
+//      A joining request first takes the cached blocks of its longest cached prefix
+//      (BlockManager::match_prefix) and computes from there; at least its last token is computed,
+//      for the logits it samples from.
 #pragma once
 
 #include <deque>
@@ -28,6 +31,9 @@ struct ScheduledSeq {
 struct Schedule {
   std::vector<ScheduledSeq> seqs;
   int preempted = 0;
+  // Prefix caching: prompt tokens looked up for the requests admitted in this step, and those
+  // found cached (whose K/V they take from the cache instead of computing them).
+  int64_t prefix_queried = 0, prefix_hit = 0;
 };
 
 class Scheduler {

@@ -66,6 +66,7 @@ class PagedRunner final : public ModelRunner {
   std::vector<int> run(const std::vector<RunnerSeq>& seqs) override;
   std::vector<float> last_logits() const override { return logits_; }
   const char* backend() const override { return backend_text_.c_str(); }
+  bool shares_kv_blocks() const override { return true; }  // every kernel reads through tables
 
  private:
   // ---- set-up (paged_runner.cu) ----

@@ -66,6 +66,14 @@ std::string prometheus_text(const EngineStats& s, const std::map<int, uint64_t>&
          static_cast<double>(s.preemptions_total));
   metric("megaops_engine_steps_total", "counter", "Engine steps run.",
          static_cast<double>(s.steps_total));
+  metric("megaops_prefix_cache_queries_total", "counter",
+         "Prompt tokens looked up in the prefix cache at admission.",
+         static_cast<double>(s.prefix_cache_queries_total));
+  metric("megaops_prefix_cache_hits_total", "counter",
+         "Prompt tokens whose K/V came from the prefix cache.",
+         static_cast<double>(s.prefix_cache_hits_total));
+  metric("megaops_kv_blocks_cached", "gauge",
+         "KV cache blocks registered in the prefix cache (held or free).", s.kv_blocks_cached);
   out << "# HELP megaops_request_success_total Requests finished, by finish reason.\n"
       << "# TYPE megaops_request_success_total counter\n";
   for (const char* reason : {"stop", "length", "abort", "error"}) {

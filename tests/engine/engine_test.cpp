@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "engine/cpu_runner.h"
 #include "engine/engine_test_util.h"
 #include "reference/ops.h"
 #include "test_util.h"
@@ -244,6 +245,114 @@ TEST(Engine, RefusesWhatCanNeverFit) {
   // What fits exactly runs.
   const uint64_t id = e->add_request(prompt_ids(27, 0), greedy(5));
   EXPECT_EQ(run_to_end(*e)[id].tokens.size(), 5u);
+}
+
+// Counts the rows a CPU runner computes (prompt chunks and decode rows).
+class CountingRunner final : public ModelRunner {
+ public:
+  CountingRunner(CpuRunnerOptions ro, int* rows)
+      : inner_(testing::tiny_weights(), ro), rows_(rows) {}
+  const ModelConfig& config() const override { return inner_.config(); }
+  KvCacheGeometry kv_geometry() const override { return inner_.kv_geometry(); }
+  int max_decode_rows() const override { return inner_.max_decode_rows(); }
+  int max_step_tokens() const override { return inner_.max_step_tokens(); }
+  int max_context() const override { return inner_.max_context(); }
+  std::vector<int> run(const std::vector<RunnerSeq>& seqs) override {
+    for (const RunnerSeq& q : seqs) *rows_ += static_cast<int>(q.tokens.size());
+    return inner_.run(seqs);
+  }
+  std::vector<float> last_logits() const override { return inner_.last_logits(); }
+  const char* backend() const override { return "cpu (counted)"; }
+  bool shares_kv_blocks() const override { return shares_; }
+  bool shares_ = true;
+
+ private:
+  CpuModelRunner inner_;
+  int* rows_;
+};
+
+// Prefix caching: requests that start with the same tokens (a system prompt, an earlier turn)
+// take its K/V from the cache and compute only what follows, with the same greedy tokens as
+// without the cache, while requests join, leave, are aborted and the pool runs short.
+TEST(Engine, PrefixCachingComputesOnlyWhatFollowsWithTheSameTokens) {
+  const std::vector<int> system = prompt_ids(40, 9);  // 2 whole blocks of 16, and 8 positions
+  std::vector<std::vector<int>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int> p = system;
+    const std::vector<int> tail = prompt_ids(3 + 5 * i, 20 + i);
+    p.insert(p.end(), tail.begin(), tail.end());
+    prompts.push_back(p);
+  }
+  prompts.push_back(prompts[2]);  // the same prompt again: all but its last block's remainder
+  const auto run = [&](bool caching, int kv_blocks, int* rows, EngineStats* stats) {
+    CpuRunnerOptions ro;
+    ro.max_decode_rows = 3;
+    ro.kv_blocks = kv_blocks;
+    ro.max_context = 256;
+    EngineOptions eo;
+    eo.prefix_caching = caching;
+    Engine e(std::make_unique<CountingRunner>(ro, rows), nullptr, eo);
+    std::map<uint64_t, std::vector<int>> got;
+    std::vector<uint64_t> ids;
+    // The first request alone (so its blocks are cached), then the rest two at a time.
+    ids.push_back(e.add_request(prompts[0], greedy(6)));
+    for (const auto& [id, f] : run_to_end(e)) got[id] = f.tokens;
+    for (size_t i = 1; i < prompts.size(); i += 2) {
+      ids.push_back(e.add_request(prompts[i], greedy(6)));
+      if (i + 1 < prompts.size()) ids.push_back(e.add_request(prompts[i + 1], greedy(6)));
+      for (const auto& [id, f] : run_to_end(e)) got[id] = f.tokens;
+    }
+    *stats = e.stats();
+    EXPECT_EQ(stats->kv_blocks_used, 0);
+    std::vector<std::vector<int>> out;
+    for (uint64_t id : ids) out.push_back(got[id]);
+    return out;
+  };
+  int rows_off = 0, rows_on = 0, rows_tight = 0;
+  EngineStats off, on, tight;
+  const auto want = run(false, 0, &rows_off, &off);
+  EXPECT_FALSE(off.prefix_caching);
+  EXPECT_EQ(off.prefix_cache_hits_total, 0u);
+  EXPECT_EQ(run(true, 0, &rows_on, &on), want);
+  EXPECT_TRUE(on.prefix_caching);
+  // Requests 1..5 find the system prompt's 2 whole blocks; the repeat finds what request 2 had
+  // filled: its 40 + 13 prompt positions and first generated tokens make 3 whole blocks.
+  const uint64_t hits = 5 * 32 + 48;
+  EXPECT_EQ(on.prefix_cache_hits_total, hits);
+  EXPECT_EQ(rows_off - rows_on, static_cast<int>(hits));
+  uint64_t queried = 0;
+  for (const auto& p : prompts) queried += p.size() - 1;
+  EXPECT_EQ(on.prefix_cache_queries_total, queried);
+  EXPECT_GT(on.kv_blocks_cached, 0);
+  // A pool of 8 blocks: two requests of 4 blocks each fill it, so cached blocks are forgotten
+  // to make room; the tokens stay the same.
+  EXPECT_EQ(run(true, 8, &rows_tight, &tight), want);
+  EXPECT_LT(tight.prefix_cache_hits_total, hits);
+  // A runner with a cache of its own (the executor adapter) gets no prefix caching.
+  CpuRunnerOptions ro;
+  ro.max_context = 256;
+  int rows = 0;
+  auto own = std::make_unique<CountingRunner>(ro, &rows);
+  own->shares_ = false;
+  EXPECT_FALSE(Engine(std::move(own), nullptr, {}).stats().prefix_caching);
+}
+
+// An aborted request that shares cached blocks with a running one leaves them to it.
+TEST(Engine, AbortingASharerKeepsTheSharedBlocks) {
+  const std::vector<int> prompt = prompt_ids(48, 4);
+  auto e = tiny_engine();
+  const Finished first = run_one(*e, prompt, greedy(8));
+  const uint64_t a = e->add_request(prompt, greedy(8));
+  const uint64_t b = e->add_request(prompt, greedy(8));
+  std::map<uint64_t, std::vector<int>> got;
+  for (const RequestOutput& o : e->step())
+    got[o.id].insert(got[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
+  EXPECT_TRUE(e->abort(a));
+  for (const auto& [id, f] : run_to_end(*e))
+    got[id].insert(got[id].end(), f.tokens.begin(), f.tokens.end());
+  EXPECT_EQ(got[b], first.tokens);
+  EXPECT_EQ(e->stats().kv_blocks_used, 0);
+  EXPECT_GE(e->stats().prefix_cache_hits_total, 2u * 32);
 }
 
 TEST(Engine, StopStringsAreNeverEmitted) {

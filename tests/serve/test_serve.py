@@ -210,6 +210,24 @@ def test_n_stop_max_tokens_temperature_seed(client):
         assert out.choices[0].finish_reason == "stop"
 
 
+def test_prefix_cache_serves_a_repeated_conversation(server, client):
+    """A second turn's prompt starts with the first's: its whole cached blocks are not computed
+    again (the metrics count them), and greedy text is the same as on a fresh prompt."""
+    messages = [{"role": "system", "content": "You answer questions about the weather. " * 4},
+                {"role": "user", "content": "Is it warm?"}]
+    before = wait_idle(server)
+    first = client.chat.completions.create(model="tiny", messages=messages, max_tokens=6,
+                                           temperature=0, extra_body={"ignore_eos": True})
+    again = client.chat.completions.create(model="tiny", messages=messages, max_tokens=6,
+                                           temperature=0, extra_body={"ignore_eos": True})
+    after = wait_idle(server)
+    assert again.choices[0].message.content == first.choices[0].message.content
+    hits = after["megaops_prefix_cache_hits_total"] - before["megaops_prefix_cache_hits_total"]
+    # The repeat finds every whole block of its prompt but the last token's (blocks of 16).
+    assert hits >= (first.usage.prompt_tokens - 1) // 16 * 16 > 0
+    assert after["megaops_kv_blocks_cached"] > 0
+
+
 def test_chat_with_tools(server, client):
     """Tools reach the template (a longer prompt) and tool_choice is honoured; the random model
     writes no call, so its reply is content (the calls themselves: http_tool_calls_test.cpp)."""
