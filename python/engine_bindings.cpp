@@ -1,6 +1,7 @@
 // See engine_bindings.h.
 #include "engine_bindings.h"
 
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -150,10 +151,17 @@ class PyLLM {
 
   uint64_t add_request(nb::handle prompt, int max_tokens, float temperature, int top_k, float top_p,
                        uint64_t seed, const std::vector<std::string>& stop,
-                       const std::vector<int>& stop_token_ids, bool ignore_eos, int logprobs) {
+                       const std::vector<int>& stop_token_ids, bool ignore_eos, int logprobs,
+                       float presence_penalty, float frequency_penalty, float repetition_penalty,
+                       const std::map<int, float>& logit_bias, int min_tokens) {
     const std::vector<int> ids = prompt_ids(text_, prompt);
-    const RequestParams p = request_params(text_, max_tokens, temperature, top_k, top_p, seed, stop,
-                                           stop_token_ids, ignore_eos, logprobs);
+    RequestParams p = request_params(text_, max_tokens, temperature, top_k, top_p, seed, stop,
+                                     stop_token_ids, ignore_eos, logprobs);
+    p.presence_penalty = presence_penalty;
+    p.frequency_penalty = frequency_penalty;
+    p.repetition_penalty = repetition_penalty;
+    p.logit_bias = logit_bias;
+    p.min_tokens = min_tokens;
     std::lock_guard<std::mutex> lock(mutex_);
     return engine_->add_request(ids, p);
   }
@@ -231,7 +239,9 @@ void bind_llm(nb::module_& m) {
            nb::arg("temperature") = -1.0f, nb::arg("top_k") = -1, nb::arg("top_p") = -1.0f,
            nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
            nb::arg("stop_token_ids") = std::vector<int>{}, nb::arg("ignore_eos") = false,
-           nb::arg("logprobs") = -1)
+           nb::arg("logprobs") = -1, nb::arg("presence_penalty") = 0.0f,
+           nb::arg("frequency_penalty") = 0.0f, nb::arg("repetition_penalty") = 1.0f,
+           nb::arg("logit_bias") = std::map<int, float>{}, nb::arg("min_tokens") = 0)
       .def("step", &PyLLM::step)
       .def("abort", &PyLLM::abort, nb::arg("id"))
       .def("has_work", &PyLLM::has_work)

@@ -52,6 +52,20 @@ struct RequestParams {
   // position (0..MAX_LOGPROBS; -1: off): the log-softmax of the model's raw logits, before
   // temperature, top-k and top-p (vLLM's default "raw" logprobs).
   int logprobs = -1;
+  // Penalties and biases (OpenAI's and vLLM's), applied to the row's logits in vLLM's order
+  // (logit_bias and min_tokens, then the penalties) before temperature, top-k and top-p. A
+  // request that sets any is sampled on the engine's thread from its row's fp32 logits (the same
+  // definition and random stream as the runners' samplers, ref::sample), so it gets them on every
+  // runner and plan; the others keep the runner's sampler.
+  float presence_penalty = 0;   // -2..2: subtracted from each token generated at least once
+  float frequency_penalty = 0;  // -2..2: subtracted once per time a token was generated
+  // > 0, 1 = off: the logit of a token in the prompt or the output is divided by it where
+  // positive, multiplied where not.
+  float repetition_penalty = 1;
+  std::map<int, float> logit_bias;  // token id -> added to its logit (-100..100)
+  // EOS (unless ignore_eos) and stop_token_ids cannot be drawn before this many tokens
+  // (0..max_tokens).
+  int min_tokens = 0;
 };
 
 // Most alternatives RequestParams::logprobs may ask for (OpenAI's chat top_logprobs limit).

@@ -124,6 +124,15 @@ class SamplingParams:
     # Per generated token, the log-probabilities of it and of the `logprobs` most likely tokens
     # (0..20; None: off), of the raw logits before temperature / top-k / top-p (vLLM's default).
     logprobs: Optional[int] = None
+    # Applied to the logits before temperature / top-k / top-p, in vLLM's order: logit_bias
+    # ({token id: -100..100}) and min_tokens (EOS and stop_token_ids held back before that many
+    # tokens), then repetition_penalty (> 0; prompt and output ids), frequency_penalty and
+    # presence_penalty (-2..2; output ids).
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: Optional[Dict[int, float]] = None
+    min_tokens: int = 0
 
 
 @dataclass
@@ -194,7 +203,8 @@ class LLM:
             prompt, p.max_tokens, -1.0 if p.temperature is None else p.temperature,
             -1 if p.top_k is None else p.top_k, -1.0 if p.top_p is None else p.top_p, seed,
             list(p.stop), list(p.stop_token_ids), p.ignore_eos,
-            -1 if p.logprobs is None else p.logprobs)
+            -1 if p.logprobs is None else p.logprobs, p.presence_penalty, p.frequency_penalty,
+            p.repetition_penalty, dict(p.logit_bias or {}), p.min_tokens)
 
     def _step(self, rid: int) -> list:
         """One engine step; keeps every output until its request's caller takes it, and returns

@@ -176,3 +176,24 @@ def test_prefix_caching_reuses_blocks_and_keeps_the_tokens(ckpt, device):
         # up hold two whole blocks).
         assert stats["prefix_cache_hits_total"] == (2 * 32 if caching else 0)
     assert outs[True] == outs[False]
+
+
+def test_penalties_and_biases_are_the_same_batched_and_on_every_device(ckpt, device):
+    engine = llm(ckpt, device, max_batch=4, max_step_tokens=8)
+    plain = params(0, max_tokens=10)
+    biased = params(0, max_tokens=10, logit_bias={77: 100.0})
+    penalised = params(0, max_tokens=10, repetition_penalty=1.5, frequency_penalty=1.0,
+                       presence_penalty=0.5)
+    outs = engine.generate(["Hello"] * 3, [plain, biased, penalised])
+    assert outs[1].token_ids == [77] * 10  # +100 wins every greedy step
+    assert outs[2].token_ids != outs[0].token_ids
+    # Each alone: the same tokens (the host sampler draws from the request's own stream).
+    for o, p in zip(outs, [plain, biased, penalised]):
+        assert llm(ckpt, device, max_batch=1).generate("Hello", p)[0].token_ids == o.token_ids
+    # min_tokens holds EOS back: EOS at +100 ends the request right after it.
+    eos = megaops.LLM(ckpt, device=device, max_context=256)
+    held = eos.generate("Hello", megaops.SamplingParams(max_tokens=10, temperature=0.0,
+                                                         min_tokens=3, logit_bias={2: 100.0}))[0]
+    assert held.finish_reason == "stop" and len(held.token_ids) == 4
+    with pytest.raises(ValueError, match="presence_penalty"):
+        engine.generate("Hello", params(0, presence_penalty=5.0))

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -18,6 +19,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "io/tokenizer_files.h"
+#include "reference/ops.h"
 
 namespace megaops {
 
@@ -61,6 +63,50 @@ std::vector<double> step_buckets() {
 std::vector<double> inter_token_buckets() {
   return {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2, 0.3,
           0.4,   0.5,    0.75,  1.0,    2.5,  5.0,   7.5,  10.0,  20.0, 40.0, 80.0};
+}
+
+// Whether the request's next token is drawn on the host (RequestParams: penalties, biases, a
+// min_tokens that still holds back a stop id).
+bool host_sampled(const Request& r, const std::vector<int>& eos) {
+  const RequestParams& p = r.params;
+  if (p.presence_penalty != 0 || p.frequency_penalty != 0 || p.repetition_penalty != 1 ||
+      !p.logit_bias.empty())
+    return true;
+  return static_cast<int>(r.output.size()) < p.min_tokens &&
+         ((!p.ignore_eos && !eos.empty()) || !p.stop_token_ids.empty());
+}
+
+// The request's next token from its row's raw logits: logit_bias and min_tokens, then the
+// repetition, frequency and presence penalties (vLLM's order), then ref::sample with the
+// request's own random stream (what the runners' samplers draw with).
+int host_sample(Request& r, const float* raw, int vocab, const std::vector<int>& eos) {
+  for (int i = 0; i < vocab; ++i)
+    if (!std::isfinite(raw[i])) return NONFINITE_LOGITS_TOKEN;
+  const RequestParams& p = r.params;
+  std::vector<float> x(raw, raw + vocab);
+  for (const auto& [id, bias] : p.logit_bias) x[id] += bias;
+  if (static_cast<int>(r.output.size()) < p.min_tokens) {
+    // Lowest, not -inf: ref::sample reads a non-finite logit as a broken row.
+    const float never = std::numeric_limits<float>::lowest();
+    if (!p.ignore_eos)
+      for (int id : eos)
+        if (id >= 0 && id < vocab) x[id] = never;
+    for (int id : p.stop_token_ids)
+      if (id < vocab) x[id] = never;
+  }
+  if (p.repetition_penalty != 1) {
+    if (r.prompt_ids.empty()) r.prompt_ids.insert(r.prompt.begin(), r.prompt.end());
+    const auto penalise = [&](int id) {
+      x[id] = x[id] > 0 ? x[id] / p.repetition_penalty : x[id] * p.repetition_penalty;
+    };
+    for (int id : r.prompt_ids) penalise(id);
+    for (const auto& [id, count] : r.output_counts)
+      if (!r.prompt_ids.count(id)) penalise(id);
+  }
+  for (const auto& [id, count] : r.output_counts)
+    x[id] -= p.frequency_penalty * static_cast<float>(count) + p.presence_penalty;
+  const float u = ref::sampling_uniform(p.sampling.seed, 0, static_cast<uint32_t>(r.output.size()));
+  return ref::sample(x.data(), vocab, p.sampling, u);
 }
 
 int pick(int asked, int runner_cap, const char* name) {
@@ -143,6 +189,7 @@ void Engine::Impl::on_token(Request& r, int token, RequestOutput& out, SampledLo
   }
   r.last_token = now;
   r.output.push_back(token);
+  ++r.output_counts[token];
   ++stats.generation_tokens_total;
 
   const RequestParams& p = r.params;
@@ -195,7 +242,7 @@ std::vector<RunnerSeq> Engine::Impl::runner_seqs(const Schedule& s) const {
     q.sample = r.num_computed + ss.num_tokens == r.num_tokens();
     q.sampling = r.params.sampling;
     q.sample_index = static_cast<int>(r.output.size());
-    q.want_logits = q.sample && r.params.logprobs >= 0;
+    q.want_logits = q.sample && (r.params.logprobs >= 0 || host_sampled(r, options.eos_token_ids));
     seqs.push_back(std::move(q));
   }
   return seqs;
@@ -236,6 +283,26 @@ void Engine::check_request(const std::vector<int>& prompt, const RequestParams& 
   }
   for (int id : params.stop_token_ids)
     if (id < 0) throw InputError("stop_token_ids: expected ids >= 0, found " + std::to_string(id));
+  const auto check_penalty = [](float v, const char* name) {
+    if (!(std::isfinite(v) && v >= -2 && v <= 2))
+      throw InputError(std::string(name) + ": expected -2..2, found " + std::to_string(v));
+  };
+  check_penalty(params.presence_penalty, "presence_penalty");
+  check_penalty(params.frequency_penalty, "frequency_penalty");
+  if (!(std::isfinite(params.repetition_penalty) && params.repetition_penalty > 0))
+    throw InputError("repetition_penalty: expected a number > 0 (1: off), found " +
+                     std::to_string(params.repetition_penalty));
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (id < 0 || id >= m.vocab)
+      throw InputError("logit_bias: token id " + std::to_string(id) +
+                       " outside the vocabulary [0, " + std::to_string(m.vocab) + ")");
+    if (!(std::isfinite(bias) && bias >= -100 && bias <= 100))
+      throw InputError("logit_bias: expected values in -100..100, found " + std::to_string(bias) +
+                       " for token " + std::to_string(id));
+  }
+  if (params.min_tokens < 0 || params.min_tokens > params.max_tokens)
+    throw InputError("min_tokens: expected 0..max_tokens (" + std::to_string(params.max_tokens) +
+                     "), found " + std::to_string(params.min_tokens));
   if (params.logprobs < -1 || params.logprobs > MAX_LOGPROBS)
     throw InputError("logprobs: expected -1 (off) or 0.." + std::to_string(MAX_LOGPROBS) +
                      ", found " + std::to_string(params.logprobs));
@@ -306,10 +373,12 @@ std::vector<RequestOutput> Engine::step() {
       if (!seqs[i].sample) continue;
       RequestOutput out;
       SampledLogprobs lp;
-      const bool with_logprobs = seqs[i].want_logits && tokens[i] >= 0 && tokens[i] < m.vocab;
-      if (with_logprobs)
-        lp = token_logprobs(logits.data() + logits_row * static_cast<size_t>(m.vocab), m.vocab,
-                            tokens[i], r.params.logprobs);
+      const float* row = logits.data() + logits_row * static_cast<size_t>(m.vocab);
+      if (seqs[i].want_logits && host_sampled(r, m.options.eos_token_ids))
+        tokens[i] = host_sample(r, row, m.vocab, m.options.eos_token_ids);
+      const bool with_logprobs =
+          seqs[i].want_logits && r.params.logprobs >= 0 && tokens[i] >= 0 && tokens[i] < m.vocab;
+      if (with_logprobs) lp = token_logprobs(row, m.vocab, tokens[i], r.params.logprobs);
       logits_row += seqs[i].want_logits;
       m.on_token(r, tokens[i], out, with_logprobs ? &lp : nullptr);
       outputs.push_back(std::move(out));

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/block_manager.h"
@@ -29,6 +31,10 @@ struct Request {
   EngineClock::time_point arrival, last_token;
   double ttft_s = -1;
   int preemptions = 0;
+
+  // Penalties (RequestParams): how often each id was generated, and the prompt's ids.
+  std::unordered_map<int, int> output_counts;
+  std::unordered_set<int> prompt_ids;
 
   int num_tokens() const { return static_cast<int>(prompt.size() + output.size()); }
   int token_at(int i) const {

@@ -2,7 +2,9 @@
 #include "serve/openai_api.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "core/error.h"
@@ -222,7 +224,7 @@ void refuse_unsupported(const json& body, bool chat) {
              (v.is_number() && v.get<double>() == 0) || (v.is_object() && v.empty()) ||
              (v.is_string() && v.get<std::string>().empty()));
   };
-  for (const char* name : {"echo", "suffix", "logit_bias", "presence_penalty", "frequency_penalty"})
+  for (const char* name : {"echo", "suffix"})
     if (set(name)) bad(name, "not supported by this server");
   if (!chat && set("tool_choice")) bad("tool_choice", "only chat completions take tools");
   const json& best_of = field_of(body, "best_of");
@@ -297,6 +299,42 @@ void parse_sampling(const json& body, const ServedModel& m, ApiRequest& r) {
   s.top_k = k.is_null() ? (g ? g->top_k.value_or(0) : 0)
                         : static_cast<int>(int_field(k, "top_k", -1, m.vocab_size));
   if (s.top_k < 0) s.top_k = 0;  // vLLM's -1: off
+  // Penalties and biases: OpenAI's presence_penalty, frequency_penalty (-2..2) and logit_bias
+  // ({"token id": -100..100}), vLLM's repetition_penalty (> 0) and min_tokens.
+  RequestParams& q = r.params;
+  for (const auto& [name, value] :
+       {std::pair<const char*, float*>{"presence_penalty", &q.presence_penalty},
+        {"frequency_penalty", &q.frequency_penalty}}) {
+    const json& v = field_of(body, name);
+    if (v.is_null()) continue;
+    *value = static_cast<float>(number_field(v, name));
+    if (!(*value >= -2 && *value <= 2)) bad(name, "expected -2..2, found " + v.dump());
+  }
+  const json& rep = field_of(body, "repetition_penalty");
+  if (!rep.is_null()) {
+    q.repetition_penalty = static_cast<float>(number_field(rep, "repetition_penalty"));
+    if (!(q.repetition_penalty > 0 && std::isfinite(q.repetition_penalty)))
+      bad("repetition_penalty", "expected a number > 0 (1: off), found " + rep.dump());
+  }
+  const json& bias = field_of(body, "logit_bias");
+  if (!bias.is_null()) {
+    if (!bias.is_object()) wrong_type("logit_bias", "an object of token id: bias", bias);
+    for (const auto& [key, v] : bias.items()) {
+      const std::string at = "logit_bias." + key;
+      char* end = nullptr;
+      errno = 0;
+      const long long id = std::strtoll(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || errno != 0 || id < 0 || id >= m.vocab_size)
+        bad(at, "expected a token id in [0, " + std::to_string(m.vocab_size) + ") as the key");
+      const double b = number_field(v, at);
+      if (!(b >= -100 && b <= 100)) bad(at, "expected -100..100, found " + v.dump());
+      q.logit_bias[static_cast<int>(id)] = static_cast<float>(b);
+    }
+  }
+  const json& min_tokens = field_of(body, "min_tokens");
+  if (!min_tokens.is_null())
+    q.min_tokens =
+        static_cast<int>(int_field(min_tokens, "min_tokens", 0, std::numeric_limits<int>::max()));
   const json& seed = field_of(body, "seed");
   if (!seed.is_null()) {
     r.seed_given = true;
@@ -427,6 +465,10 @@ ApiRequest parse_request(const std::string& text, bool chat, const ServedModel& 
   const bool completion_tokens = chat && !field_of(body, "max_completion_tokens").is_null();
   const char* name = completion_tokens ? "max_completion_tokens" : "max_tokens";
   check_lengths(field_of(body, name), name, m, r);
+  if (r.params.min_tokens > r.params.max_tokens)
+    bad("min_tokens", "expected at most " + std::string(name) + " (" +
+                          std::to_string(r.params.max_tokens) + "), found " +
+                          std::to_string(r.params.min_tokens));
   return r;
 }
 

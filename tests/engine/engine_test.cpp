@@ -355,6 +355,113 @@ TEST(Engine, AbortingASharerKeepsTheSharedBlocks) {
   EXPECT_GE(e->stats().prefix_cache_hits_total, 2u * 32);
 }
 
+// What a request's tokens are under penalties and biases, computed here from ref::Model's logits
+// the plain way: every id's bias and min_tokens mask, then for each id of the prompt or output the
+// repetition penalty, for each generated id its count's frequency penalty and the presence
+// penalty, then ref::sample with the request's own stream.
+std::vector<int> penalised_reference(const std::vector<int>& prompt, const RequestParams& p,
+                                     const std::vector<int>& eos) {
+  const auto w = testing::tiny_weights();
+  const int vocab = w->cfg.vocab_size;
+  ref::Model m(*w, 256);
+  std::vector<float> logits = m.forward(prompt);
+  std::vector<int> out;
+  while (static_cast<int>(out.size()) < p.max_tokens) {
+    std::vector<float> x(logits.end() - vocab, logits.end());
+    for (int id = 0; id < vocab; ++id) {
+      const auto bias = p.logit_bias.find(id);
+      if (bias != p.logit_bias.end()) x[id] += bias->second;
+      const bool stops = std::count(eos.begin(), eos.end(), id) > 0 ||
+                         std::count(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) > 0;
+      if (stops && static_cast<int>(out.size()) < p.min_tokens) x[id] = -3e38f;
+      const int count = static_cast<int>(std::count(out.begin(), out.end(), id));
+      const bool seen = count > 0 || std::count(prompt.begin(), prompt.end(), id) > 0;
+      if (seen) x[id] = x[id] > 0 ? x[id] / p.repetition_penalty : x[id] * p.repetition_penalty;
+      if (count > 0) x[id] -= p.frequency_penalty * count + p.presence_penalty;
+    }
+    const int t =
+        ref::sample(x.data(), vocab, p.sampling,
+                    ref::sampling_uniform(p.sampling.seed, 0, static_cast<uint32_t>(out.size())));
+    out.push_back(t);
+    if (std::count(eos.begin(), eos.end(), t) > 0 ||
+        std::count(p.stop_token_ids.begin(), p.stop_token_ids.end(), t) > 0)
+      break;
+    logits = m.forward({t});
+  }
+  return out;
+}
+
+TEST(Engine, PenaltiesAndBiasesFollowVllmsDefinitionAloneAndBatched) {
+  const int eos = 2;
+  std::vector<RequestParams> cases;
+  RequestParams rep = greedy(12);
+  rep.repetition_penalty = 1.3f;
+  rep.frequency_penalty = 0.7f;
+  rep.presence_penalty = 0.4f;
+  cases.push_back(rep);
+  RequestParams sampled = greedy(12);
+  sampled.sampling = {0.8f, 50, 0.95f, 5};
+  sampled.frequency_penalty = -0.5f;
+  sampled.logit_bias = {{17, 4.0f}, {100, -100.0f}, {101, 1.5f}};
+  cases.push_back(sampled);
+  RequestParams early = greedy(12);  // EOS pushed to the top, held back for 4 tokens
+  early.ignore_eos = false;
+  early.logit_bias = {{eos, 100.0f}};
+  early.min_tokens = 4;
+  cases.push_back(early);
+  RequestParams stop_token = early;  // the same with a stop token instead
+  stop_token.logit_bias = {{33, 100.0f}};
+  stop_token.stop_token_ids = {33};
+  cases.push_back(stop_token);
+  EngineOptions eo;
+  eo.eos_token_ids = {eos};
+  std::vector<std::vector<int>> want;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    want.push_back(penalised_reference(prompt_ids(9 + 7 * static_cast<int>(i), static_cast<int>(i)),
+                                       cases[i], eo.eos_token_ids));
+    auto e = tiny_engine({}, eo);
+    const Finished f =
+        run_one(*e, prompt_ids(9 + 7 * static_cast<int>(i), static_cast<int>(i)), cases[i]);
+    EXPECT_EQ(f.tokens, want.back()) << "case " << i;
+  }
+  // The greedy case's penalties change its tokens; the min_tokens cases end right after.
+  auto plain = tiny_engine({}, eo);
+  EXPECT_NE(run_one(*plain, prompt_ids(9, 0), greedy(12)).tokens, want[0]);
+  EXPECT_EQ(want[2].size(), 5u);
+  EXPECT_EQ(want[2].back(), eos);
+  EXPECT_EQ(want[3].size(), 5u);
+  EXPECT_EQ(want[3].back(), 33);
+  // Together, beside plain requests, in small chunks: the same tokens.
+  CpuRunnerOptions ro;
+  ro.max_decode_rows = 6;
+  EngineOptions small = eo;
+  small.max_step_tokens = 10;
+  auto e = tiny_engine(ro, small);
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ids.push_back(
+        e->add_request(prompt_ids(9 + 7 * static_cast<int>(i), static_cast<int>(i)), cases[i]));
+    e->add_request(prompt_ids(12, 40 + static_cast<int>(i)), greedy(6));
+  }
+  const auto got = run_to_end(*e);
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(got.at(ids[i]).tokens, want[i]) << i;
+  // Out of range: named.
+  RequestParams bad = greedy(4);
+  bad.presence_penalty = 3;
+  testing::expect_input_error([&] { e->add_request(prompt_ids(3, 0), bad); }, {"presence_penalty"});
+  bad = greedy(4);
+  bad.logit_bias = {{512, 1.0f}};
+  testing::expect_input_error([&] { e->add_request(prompt_ids(3, 0), bad); },
+                              {"logit_bias", "512"});
+  bad = greedy(4);
+  bad.min_tokens = 5;
+  testing::expect_input_error([&] { e->add_request(prompt_ids(3, 0), bad); }, {"min_tokens"});
+  bad = greedy(4);
+  bad.repetition_penalty = 0;
+  testing::expect_input_error([&] { e->add_request(prompt_ids(3, 0), bad); },
+                              {"repetition_penalty"});
+}
+
 TEST(Engine, StopStringsAreNeverEmitted) {
   auto e = tiny_engine();
   RequestParams p = greedy(40);

@@ -109,7 +109,19 @@ TEST(OpenAiApi, BadFieldsAreNamed) {
   expect_error(R"({"prompt": "x", "seed": "1"})", 400, "seed");
   expect_error(R"({"prompt": "x", "echo": true})", 400, "echo", false, "not supported");
   expect_error(R"({"prompt": "x", "best_of": 2})", 400, "best_of");
-  expect_error(R"({"prompt": "x", "presence_penalty": 0.5})", 400, "presence_penalty");
+  expect_error(R"({"prompt": "x", "presence_penalty": 2.5})", 400, "presence_penalty", false,
+               "-2..2");
+  expect_error(R"({"prompt": "x", "frequency_penalty": "1"})", 400, "frequency_penalty");
+  expect_error(R"({"prompt": "x", "repetition_penalty": 0})", 400, "repetition_penalty");
+  expect_error(R"({"prompt": "x", "logit_bias": [1]})", 400, "logit_bias");
+  expect_error(R"({"prompt": "x", "logit_bias": {"512": 1}})", 400, "logit_bias.512", false,
+               "[0, 512)");
+  expect_error(R"({"prompt": "x", "logit_bias": {"a7": 1}})", 400, "logit_bias.a7");
+  expect_error(R"({"prompt": "x", "logit_bias": {"7": 101}})", 400, "logit_bias.7", false,
+               "-100..100");
+  expect_error(R"({"prompt": "x", "min_tokens": -1})", 400, "min_tokens");
+  expect_error(R"({"prompt": "x", "max_tokens": 4, "min_tokens": 5})", 400, "min_tokens", false,
+               "at most max_tokens (4)");
   expect_error(R"({"prompt": [1, 512]})", 400, "prompt[1]");
   expect_error(R"({"prompt": []})", 400, "prompt");
   expect_error(R"({"prompt": null})", 400, "prompt");
@@ -122,6 +134,23 @@ TEST(OpenAiApi, BadFieldsAreNamed) {
                          {"presence_penalty", 0},
                          {"best_of", 1},
                          {"user", "me"}}));
+}
+
+TEST(OpenAiApi, PenaltiesAndBiasesReachTheRequest) {
+  const ApiRequest r = parse({{"prompt", "x"},
+                              {"presence_penalty", 0.5},
+                              {"frequency_penalty", -1},
+                              {"repetition_penalty", 1.2},
+                              {"logit_bias", {{"7", -100}, {"511", 2.5}}},
+                              {"min_tokens", 3}});
+  EXPECT_EQ(r.params.presence_penalty, 0.5f);
+  EXPECT_EQ(r.params.frequency_penalty, -1.0f);
+  EXPECT_EQ(r.params.repetition_penalty, 1.2f);
+  EXPECT_EQ(r.params.logit_bias, (std::map<int, float>{{7, -100.0f}, {511, 2.5f}}));
+  EXPECT_EQ(r.params.min_tokens, 3);
+  const ApiRequest none = parse({{"prompt", "x"}});
+  EXPECT_EQ(none.params.repetition_penalty, 1.0f);
+  EXPECT_TRUE(none.params.logit_bias.empty());
 }
 
 // Completions: logprobs 0..5; chat: logprobs a boolean, top_logprobs 0..20 only with it.

@@ -228,6 +228,31 @@ def test_prefix_cache_serves_a_repeated_conversation(server, client):
     assert after["megaops_kv_blocks_cached"] > 0
 
 
+def test_penalties_and_logit_bias(client):
+    """OpenAI's logit_bias and penalties, vLLM's repetition_penalty and min_tokens, through the
+    openai client: +100 on one id makes greedy decoding write only it; penalties change greedy
+    text; out-of-range values are 400s naming the field."""
+    forced = client.completions.create(model="tiny", prompt="Hello", max_tokens=5, temperature=0,
+                                       logit_bias={"77": 100}, logprobs=0,
+                                       extra_body={"ignore_eos": True})
+    assert len(set(forced.choices[0].logprobs.tokens)) == 1
+    assert forced.usage.completion_tokens == 5
+    plain = greedy(client, "Hello", max_tokens=12)
+    penalised = client.completions.create(model="tiny", prompt="Hello", max_tokens=12,
+                                          temperature=0, frequency_penalty=2.0,
+                                          presence_penalty=1.0,
+                                          extra_body={"ignore_eos": True,
+                                                      "repetition_penalty": 1.5,
+                                                      "min_tokens": 2})
+    assert penalised.choices[0].text != plain.choices[0].text
+    for kw, param in [({"presence_penalty": 3}, "presence_penalty"),
+                      ({"logit_bias": {"100000": 1}}, "logit_bias.100000"),
+                      ({"extra_body": {"min_tokens": 50}}, "min_tokens")]:
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model="tiny", prompt="Hello", max_tokens=5, **kw)
+        assert e.value.body["param"] == param, e.value.body
+
+
 def test_chat_with_tools(server, client):
     """Tools reach the template (a longer prompt) and tool_choice is honoured; the random model
     writes no call, so its reply is content (the calls themselves: http_tool_calls_test.cpp)."""
