@@ -153,7 +153,7 @@ class PyLLM {
                        uint64_t seed, const std::vector<std::string>& stop,
                        const std::vector<int>& stop_token_ids, bool ignore_eos, int logprobs,
                        float presence_penalty, float frequency_penalty, float repetition_penalty,
-                       const std::map<int, float>& logit_bias, int min_tokens) {
+                       const std::map<int, float>& logit_bias, int min_tokens, float min_p) {
     const std::vector<int> ids = prompt_ids(text_, prompt);
     RequestParams p = request_params(text_, max_tokens, temperature, top_k, top_p, seed, stop,
                                      stop_token_ids, ignore_eos, logprobs);
@@ -162,6 +162,7 @@ class PyLLM {
     p.repetition_penalty = repetition_penalty;
     p.logit_bias = logit_bias;
     p.min_tokens = min_tokens;
+    p.min_p = min_p;
     std::lock_guard<std::mutex> lock(mutex_);
     return engine_->add_request(ids, p);
   }
@@ -241,7 +242,8 @@ void bind_llm(nb::module_& m) {
            nb::arg("stop_token_ids") = std::vector<int>{}, nb::arg("ignore_eos") = false,
            nb::arg("logprobs") = -1, nb::arg("presence_penalty") = 0.0f,
            nb::arg("frequency_penalty") = 0.0f, nb::arg("repetition_penalty") = 1.0f,
-           nb::arg("logit_bias") = std::map<int, float>{}, nb::arg("min_tokens") = 0)
+           nb::arg("logit_bias") = std::map<int, float>{}, nb::arg("min_tokens") = 0,
+           nb::arg("min_p") = 0.0f)
       .def("step", &PyLLM::step)
       .def("abort", &PyLLM::abort, nb::arg("id"))
       .def("has_work", &PyLLM::has_work)

@@ -66,6 +66,9 @@ struct RequestParams {
   // EOS (unless ignore_eos) and stop_token_ids cannot be drawn before this many tokens
   // (0..max_tokens).
   int min_tokens = 0;
+  // 0..1, 0 = off: after temperature, tokens less likely than min_p times the most likely one
+  // are not drawn (vLLM's and llama.cpp's min_p); applied after the penalties, before top-k/p.
+  float min_p = 0;
 };
 
 // Most alternatives RequestParams::logprobs may ask for (OpenAI's chat top_logprobs limit).

@@ -127,12 +127,14 @@ class SamplingParams:
     # Applied to the logits before temperature / top-k / top-p, in vLLM's order: logit_bias
     # ({token id: -100..100}) and min_tokens (EOS and stop_token_ids held back before that many
     # tokens), then repetition_penalty (> 0; prompt and output ids), frequency_penalty and
-    # presence_penalty (-2..2; output ids).
+    # presence_penalty (-2..2; output ids); min_p (0..1) drops tokens less likely than min_p times
+    # the most likely one after temperature.
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     logit_bias: Optional[Dict[int, float]] = None
     min_tokens: int = 0
+    min_p: float = 0.0
 
 
 @dataclass
@@ -204,7 +206,7 @@ class LLM:
             -1 if p.top_k is None else p.top_k, -1.0 if p.top_p is None else p.top_p, seed,
             list(p.stop), list(p.stop_token_ids), p.ignore_eos,
             -1 if p.logprobs is None else p.logprobs, p.presence_penalty, p.frequency_penalty,
-            p.repetition_penalty, dict(p.logit_bias or {}), p.min_tokens)
+            p.repetition_penalty, dict(p.logit_bias or {}), p.min_tokens, p.min_p)
 
     def _step(self, rid: int) -> list:
         """One engine step; keeps every output until its request's caller takes it, and returns

@@ -70,7 +70,7 @@ std::vector<double> inter_token_buckets() {
 bool host_sampled(const Request& r, const std::vector<int>& eos) {
   const RequestParams& p = r.params;
   if (p.presence_penalty != 0 || p.frequency_penalty != 0 || p.repetition_penalty != 1 ||
-      !p.logit_bias.empty())
+      !p.logit_bias.empty() || (p.min_p > 0 && p.sampling.temperature > 0))
     return true;
   return static_cast<int>(r.output.size()) < p.min_tokens &&
          ((!p.ignore_eos && !eos.empty()) || !p.stop_token_ids.empty());
@@ -105,6 +105,13 @@ int host_sample(Request& r, const float* raw, int vocab, const std::vector<int>&
   }
   for (const auto& [id, count] : r.output_counts)
     x[id] -= p.frequency_penalty * static_cast<float>(count) + p.presence_penalty;
+  if (p.min_p > 0 && p.sampling.temperature > 0) {
+    // p_i < min_p * p_max  <=>  x_i < x_max + T * ln(min_p), in the tempered distribution.
+    const float cut = x[ref::argmax(x.data(), vocab)] +
+                      p.sampling.temperature * std::log(std::max(p.min_p, 1e-30f));
+    for (float& v : x)
+      if (v < cut) v = std::numeric_limits<float>::lowest();
+  }
   const float u = ref::sampling_uniform(p.sampling.seed, 0, static_cast<uint32_t>(r.output.size()));
   return ref::sample(x.data(), vocab, p.sampling, u);
 }
@@ -300,6 +307,8 @@ void Engine::check_request(const std::vector<int>& prompt, const RequestParams& 
       throw InputError("logit_bias: expected values in -100..100, found " + std::to_string(bias) +
                        " for token " + std::to_string(id));
   }
+  if (!(params.min_p >= 0 && params.min_p <= 1))
+    throw InputError("min_p: expected 0..1 (0: off), found " + std::to_string(params.min_p));
   if (params.min_tokens < 0 || params.min_tokens > params.max_tokens)
     throw InputError("min_tokens: expected 0..max_tokens (" + std::to_string(params.max_tokens) +
                      "), found " + std::to_string(params.min_tokens));

@@ -331,6 +331,12 @@ void parse_sampling(const json& body, const ServedModel& m, ApiRequest& r) {
       q.logit_bias[static_cast<int>(id)] = static_cast<float>(b);
     }
   }
+  const json& min_p = field_of(body, "min_p");
+  if (!min_p.is_null()) {
+    q.min_p = static_cast<float>(number_field(min_p, "min_p"));
+    if (!(q.min_p >= 0 && q.min_p <= 1))
+      bad("min_p", "expected 0..1 (0: off), found " + min_p.dump());
+  }
   const json& min_tokens = field_of(body, "min_tokens");
   if (!min_tokens.is_null())
     q.min_tokens =

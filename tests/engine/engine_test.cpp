@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "engine/cpu_runner.h"
@@ -379,6 +380,11 @@ std::vector<int> penalised_reference(const std::vector<int>& prompt, const Reque
       if (seen) x[id] = x[id] > 0 ? x[id] / p.repetition_penalty : x[id] * p.repetition_penalty;
       if (count > 0) x[id] -= p.frequency_penalty * count + p.presence_penalty;
     }
+    if (p.min_p > 0 && p.sampling.temperature > 0) {  // probabilities after temperature
+      const double top = *std::max_element(x.begin(), x.end());
+      for (float& v : x)
+        if (std::exp((v - top) / p.sampling.temperature) < p.min_p) v = -3e38f;
+    }
     const int t =
         ref::sample(x.data(), vocab, p.sampling,
                     ref::sampling_uniform(p.sampling.seed, 0, static_cast<uint32_t>(out.size())));
@@ -404,6 +410,10 @@ TEST(Engine, PenaltiesAndBiasesFollowVllmsDefinitionAloneAndBatched) {
   sampled.frequency_penalty = -0.5f;
   sampled.logit_bias = {{17, 4.0f}, {100, -100.0f}, {101, 1.5f}};
   cases.push_back(sampled);
+  RequestParams hot = greedy(16);  // a flat distribution, cut by min_p
+  hot.sampling = {1.0f, 0, 1.0f, 9};
+  hot.min_p = 0.9f;
+  cases.push_back(hot);
   RequestParams early = greedy(12);  // EOS pushed to the top, held back for 4 tokens
   early.ignore_eos = false;
   early.logit_bias = {{eos, 100.0f}};
@@ -427,10 +437,13 @@ TEST(Engine, PenaltiesAndBiasesFollowVllmsDefinitionAloneAndBatched) {
   // The greedy case's penalties change its tokens; the min_tokens cases end right after.
   auto plain = tiny_engine({}, eo);
   EXPECT_NE(run_one(*plain, prompt_ids(9, 0), greedy(12)).tokens, want[0]);
-  EXPECT_EQ(want[2].size(), 5u);
-  EXPECT_EQ(want[2].back(), eos);
+  RequestParams no_min_p = hot;
+  no_min_p.min_p = 0;
+  EXPECT_NE(run_one(*plain, prompt_ids(23, 2), no_min_p).tokens, want[2]);
   EXPECT_EQ(want[3].size(), 5u);
-  EXPECT_EQ(want[3].back(), 33);
+  EXPECT_EQ(want[3].back(), eos);
+  EXPECT_EQ(want[4].size(), 5u);
+  EXPECT_EQ(want[4].back(), 33);
   // Together, beside plain requests, in small chunks: the same tokens.
   CpuRunnerOptions ro;
   ro.max_decode_rows = 6;
@@ -456,6 +469,9 @@ TEST(Engine, PenaltiesAndBiasesFollowVllmsDefinitionAloneAndBatched) {
   bad = greedy(4);
   bad.min_tokens = 5;
   testing::expect_input_error([&] { e->add_request(prompt_ids(3, 0), bad); }, {"min_tokens"});
+  bad = greedy(4);
+  bad.min_p = 1.5f;
+  testing::expect_input_error([&] { e->add_request(prompt_ids(3, 0), bad); }, {"min_p"});
   bad = greedy(4);
   bad.repetition_penalty = 0;
   testing::expect_input_error([&] { e->add_request(prompt_ids(3, 0), bad); },

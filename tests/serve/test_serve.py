@@ -243,11 +243,12 @@ def test_penalties_and_logit_bias(client):
                                           presence_penalty=1.0,
                                           extra_body={"ignore_eos": True,
                                                       "repetition_penalty": 1.5,
-                                                      "min_tokens": 2})
+                                                      "min_tokens": 2, "min_p": 0.1})
     assert penalised.choices[0].text != plain.choices[0].text
     for kw, param in [({"presence_penalty": 3}, "presence_penalty"),
                       ({"logit_bias": {"100000": 1}}, "logit_bias.100000"),
-                      ({"extra_body": {"min_tokens": 50}}, "min_tokens")]:
+                      ({"extra_body": {"min_tokens": 50}}, "min_tokens"),
+                      ({"extra_body": {"min_p": 2}}, "min_p")]:
         with pytest.raises(openai.BadRequestError) as e:
             client.completions.create(model="tiny", prompt="Hello", max_tokens=5, **kw)
         assert e.value.body["param"] == param, e.value.body
