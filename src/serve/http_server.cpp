@@ -316,6 +316,19 @@ void HttpServer::Impl::routes() {
               [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, false); });
   server.Post("/v1/chat/completions",
               [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, true); });
+  for (const bool detokenize : {false, true})
+    server.Post(detokenize ? "/detokenize" : "/tokenize",
+                [this, detokenize](const httplib::Request& q, httplib::Response& s) {
+                  try {
+                    const json out = detokenize ? detokenize_response(q.body, model)
+                                                : tokenize_response(q.body, model);
+                    s.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace),
+                                  "application/json");
+                  } catch (const ApiError& e) {
+                    s.status = e.status;
+                    s.set_content(error_body(e), "application/json");
+                  }
+                });
   server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& s) {
     s.set_content(models_response(model, unix_now()).dump(), "application/json");
   });

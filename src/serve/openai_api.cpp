@@ -191,7 +191,8 @@ json normalised_messages(const json& v) {
   return out;
 }
 
-std::vector<int> chat_prompt(const json& body, const ServedModel& m) {
+std::vector<int> chat_prompt(const json& body, const ServedModel& m,
+                             bool add_generation_prompt = true) {
   if (!m.text || !m.text->has_chat_template())
     throw ApiError(400, "messages",
                    "messages: this model has no chat template; use /v1/completions");
@@ -207,7 +208,7 @@ std::vector<int> chat_prompt(const json& body, const ServedModel& m) {
     if (!v.is_null()) extra[name] = v;
   }
   try {
-    const std::string text = m.text->render_chat(messages, true, extra);
+    const std::string text = m.text->render_chat(messages, add_generation_prompt, extra);
     std::vector<int> ids = m.text->tokenizer().encode(text, false);
     if (ids.empty()) bad("messages", "the chat template renders no tokens");
     return ids;
@@ -423,7 +424,10 @@ void check_lengths(const json& given, const std::string& name, const ServedModel
 
 }  // namespace
 
-ApiRequest parse_request(const std::string& text, bool chat, const ServedModel& m) {
+namespace {
+
+// The body as a JSON object, its "model" (when given) checked against the served one.
+json parse_body(const std::string& text, const ServedModel& m, std::string* model_out) {
   json body;
   try {
     body = json::parse(text);
@@ -431,19 +435,25 @@ ApiRequest parse_request(const std::string& text, bool chat, const ServedModel& 
     throw ApiError(400, "", std::string("the body is not valid JSON: ") + e.what());
   }
   if (!body.is_object()) throw ApiError(400, "", "expected a JSON object as the body");
-  ApiRequest r;
-  r.chat = chat;
   const json& model = field_of(body, "model");
   if (!model.is_null()) {
     if (!model.is_string()) wrong_type("model", "a string", model);
-    r.model = model.get<std::string>();
-    if (r.model != m.name &&
-        std::find(m.aliases.begin(), m.aliases.end(), r.model) == m.aliases.end())
-      throw ApiError(
-          404, "model",
-          "The model '" + r.model + "' does not exist; this server serves '" + m.name + "'",
-          "NotFoundError");
+    const std::string name = model.get<std::string>();
+    if (name != m.name && std::find(m.aliases.begin(), m.aliases.end(), name) == m.aliases.end())
+      throw ApiError(404, "model",
+                     "The model '" + name + "' does not exist; this server serves '" + m.name + "'",
+                     "NotFoundError");
+    if (model_out) *model_out = name;
   }
+  return body;
+}
+
+}  // namespace
+
+ApiRequest parse_request(const std::string& text, bool chat, const ServedModel& m) {
+  ApiRequest r;
+  r.chat = chat;
+  const json body = parse_body(text, m, &r.model);
   refuse_unsupported(body, chat);
   if (chat) {
     parse_tools(body, m, r);
@@ -661,6 +671,40 @@ json usage_chunk(const ApiRequest& r, const std::string& id, int64_t created,
   out["choices"] = json::array();
   out["usage"] = usage(prompt_tokens, completion_tokens);
   return out;
+}
+
+json tokenize_response(const std::string& text, const ServedModel& m) {
+  const json body = parse_body(text, m, nullptr);
+  if (!m.text) bad("prompt", "tokenizing needs the checkpoint's tokenizer");
+  const json& prompt = field_of(body, "prompt");
+  const json& messages = field_of(body, "messages");
+  if (prompt.is_null() == messages.is_null())
+    bad(prompt.is_null() ? "prompt" : "messages", "expected one of prompt and messages");
+  std::vector<int> ids;
+  if (!prompt.is_null()) {
+    if (!prompt.is_string()) wrong_type("prompt", "a string", prompt);
+    const json& special = field_of(body, "add_special_tokens");
+    const bool add = special.is_null() || bool_field(special, "add_special_tokens");
+    try {
+      ids = m.text->tokenizer().encode(prompt.get<std::string>(), add);
+    } catch (const InputError& e) {
+      bad("prompt", e.what());
+    }
+  } else {
+    const json& gen = field_of(body, "add_generation_prompt");
+    ids = chat_prompt(body, m, gen.is_null() || bool_field(gen, "add_generation_prompt"));
+  }
+  return {{"count", ids.size()}, {"max_model_len", m.max_context}, {"tokens", ids}};
+}
+
+json detokenize_response(const std::string& text, const ServedModel& m) {
+  const json body = parse_body(text, m, nullptr);
+  if (!m.text) bad("tokens", "detokenizing needs the checkpoint's tokenizer");
+  const json& tokens = field_of(body, "tokens");
+  if (!tokens.is_array()) wrong_type("tokens", "an array of token ids", tokens);
+  const std::vector<int> ids =
+      tokens.empty() ? std::vector<int>{} : token_array(tokens, "tokens", m.vocab_size);
+  return {{"prompt", m.text->tokenizer().decode(ids)}};
 }
 
 json models_response(const ServedModel& m, int64_t created) {

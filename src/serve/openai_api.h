@@ -122,6 +122,11 @@ void apply_tool_calls(const ApiRequest& r, ParsedReply reply, ChoiceResult* c);
 nlohmann::ordered_json usage_chunk(const ApiRequest& r, const std::string& id, int64_t created,
                                    const std::string& model, int prompt_tokens,
                                    int completion_tokens);
+// POST /tokenize (vLLM's): {"prompt": text, "add_special_tokens": true} or {"messages": [...],
+// "add_generation_prompt": true, "tools", "chat_template_kwargs"} -> {count, max_model_len,
+// tokens}; POST /detokenize: {"tokens": [ids]} -> {"prompt": text}. ApiError as parse_request's.
+nlohmann::ordered_json tokenize_response(const std::string& body, const ServedModel& m);
+nlohmann::ordered_json detokenize_response(const std::string& body, const ServedModel& m);
 // GET /v1/models.
 nlohmann::ordered_json models_response(const ServedModel& m, int64_t created);
 

@@ -153,6 +153,49 @@ TEST(OpenAiApi, PenaltiesAndBiasesReachTheRequest) {
   EXPECT_TRUE(none.params.logit_bias.empty());
 }
 
+// vLLM's /tokenize and /detokenize: a prompt (special tokens as asked) or a conversation through
+// the template, and ids back to text; fields checked as the generation endpoints check them.
+TEST(OpenAiApi, TokenizeAndDetokenize) {
+  const CheckpointText& text = testing::tiny_text();
+  const json hello = tokenize_response(R"({"model": "tiny", "prompt": "Hello"})", tiny_model());
+  EXPECT_EQ(hello["tokens"].get<std::vector<int>>(), text.tokenizer().encode("Hello", true));
+  EXPECT_EQ(hello["count"], hello["tokens"].size());
+  EXPECT_EQ(hello["max_model_len"], 256);
+  EXPECT_EQ(tokenize_response(R"({"prompt": "Hello", "add_special_tokens": false})",
+                              tiny_model())["tokens"]
+                .get<std::vector<int>>(),
+            text.tokenizer().encode("Hello", false));
+  const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  for (const bool gen : {true, false})
+    EXPECT_EQ(tokenize_response(json{{"messages", messages}, {"add_generation_prompt", gen}}.dump(),
+                                tiny_model())["tokens"]
+                  .get<std::vector<int>>(),
+              text.tokenizer().encode(text.render_chat(messages, gen), false));
+  EXPECT_EQ(detokenize_response(json{{"tokens", hello["tokens"]}}.dump(), tiny_model())["prompt"],
+            text.tokenizer().decode(hello["tokens"].get<std::vector<int>>()));
+  EXPECT_EQ(detokenize_response(R"({"tokens": []})", tiny_model())["prompt"], "");
+  const auto err = [](bool detokenize, const std::string& body, int status,
+                      const std::string& param) {
+    try {
+      detokenize ? detokenize_response(body, tiny_model()) : tokenize_response(body, tiny_model());
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, status) << body;
+      EXPECT_EQ(e.param, param) << body << ": " << e.what();
+      return;
+    }
+    ADD_FAILURE() << "no error for " << body;
+  };
+  err(false, R"({"model": "x", "prompt": "a"})", 404, "model");
+  err(false, R"({})", 400, "prompt");
+  err(false, R"({"prompt": "a", "messages": []})", 400, "messages");
+  err(false, R"({"prompt": 5})", 400, "prompt");
+  err(false, R"({"prompt": "a", "add_special_tokens": 1})", 400, "add_special_tokens");
+  err(false, R"({"messages": "hi"})", 400, "messages");
+  err(true, R"({"tokens": "1 2"})", 400, "tokens");
+  err(true, R"({"tokens": [1, 512]})", 400, "tokens[1]");
+  err(true, R"([1])", 400, "");
+}
+
 // Completions: logprobs 0..5; chat: logprobs a boolean, top_logprobs 0..20 only with it.
 TEST(OpenAiApi, LogprobsAreCheckedNamingTheField) {
   EXPECT_EQ(parse({{"prompt", "x"}}).params.logprobs, -1);

@@ -254,6 +254,21 @@ def test_penalties_and_logit_bias(client):
         assert e.value.body["param"] == param, e.value.body
 
 
+def test_tokenize_and_detokenize(ckpt, server):
+    got, out = post(server.url + "/tokenize", {"model": "tiny", "prompt": "Hello world"})
+    assert got == 200 and out["count"] == len(out["tokens"]) and out["max_model_len"] == 1024
+    ids = subprocess.run([CLI, "tokenize", "--model", ckpt, "--text", "Hello world"],
+                         capture_output=True, check=True).stdout.decode().strip().split(",")
+    assert out["tokens"] == [int(i) for i in ids]
+    got, back = post(server.url + "/detokenize", {"tokens": out["tokens"]})
+    assert got == 200 and back["prompt"].endswith("Hello world")
+    got, chat = post(server.url + "/tokenize",
+                     {"messages": [{"role": "user", "content": "Hi"}]})
+    assert got == 200 and chat["count"] > 3
+    got, err = post(server.url + "/detokenize", {"tokens": [1, 10 ** 9]})
+    assert got == 400 and err["error"]["param"] == "tokens[1]"
+
+
 def test_chat_with_tools(server, client):
     """Tools reach the template (a longer prompt) and tool_choice is honoured; the random model
     writes no call, so its reply is content (the calls themselves: http_tool_calls_test.cpp)."""
