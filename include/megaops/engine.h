@@ -101,6 +101,8 @@ struct RequestOutput {
   // Detail: "eos", "stop token", "stop string", "length", "abort", or the error message.
   std::string stop_reason;
   int prompt_tokens = 0, completion_tokens = 0;
+  // Prompt tokens whose K/V came from the prefix cache when the request was (last) admitted.
+  int cached_tokens = 0;
   double ttft_s = -1;  // arrival to first token; -1 before it
 };
 

@@ -171,6 +171,7 @@ RequestOutput Engine::Impl::finish(Request& r, FinishReason reason, std::string 
   out.stop_reason = std::move(detail);
   if (r.text) out.text = r.text->finish();
   out.prompt_tokens = static_cast<int>(r.prompt.size());
+  out.cached_tokens = r.cached_tokens;
   out.completion_tokens = static_cast<int>(r.output.size());
   out.ttft_s = r.ttft_s;
   scheduler.remove(&r);
@@ -229,6 +230,7 @@ void Engine::Impl::on_token(Request& r, int token, RequestOutput& out, SampledLo
     out.id = r.id;
     out.text = std::move(delta);
     out.prompt_tokens = static_cast<int>(r.prompt.size());
+    out.cached_tokens = r.cached_tokens;
     out.completion_tokens = static_cast<int>(r.output.size());
     out.ttft_s = r.ttft_s;
   }

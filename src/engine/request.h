@@ -31,6 +31,7 @@ struct Request {
   EngineClock::time_point arrival, last_token;
   double ttft_s = -1;
   int preemptions = 0;
+  int cached_tokens = 0;  // from the prefix cache at its (last) admission
 
   // Penalties (RequestParams): how often each id was generated, and the prompt's ids.
   std::unordered_map<int, int> output_counts;

@@ -82,6 +82,7 @@ Schedule Scheduler::schedule() {
     }
     out.prefix_queried += r->num_tokens() - 1;
     out.prefix_hit += cached;
+    r->cached_tokens = std::min(cached, static_cast<int>(r->prompt.size()));
     waiting_.pop_front();
     r->state = Request::State::Running;
     running_.push_back(r);

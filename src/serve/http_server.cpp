@@ -76,6 +76,7 @@ struct Choices {
   std::vector<uint64_t> tickets;
   std::map<uint64_t, size_t> index;  // ticket -> choice index
   std::vector<ChoiceResult> results;
+  std::vector<int> cached;  // per choice: its prompt tokens the prefix cache held
   std::vector<bool> finished, started;
   std::vector<ToolCallStream> tool_streams;  // streamed chat with tool calls: one a choice
   size_t finished_count = 0;
@@ -83,6 +84,14 @@ struct Choices {
   int failure_status = 0;
   bool done() const { return finished_count == results.size() || !failure.empty(); }
 };
+
+// Usage's cached prompt tokens: each prompt's first choice's (the prompt is counted once in
+// prompt_tokens, as OpenAI counts it).
+int cached_tokens(const Choices& c) {
+  int n = 0;
+  for (size_t i = 0; i < c.cached.size(); i += static_cast<size_t>(c.request.n)) n += c.cached[i];
+  return n;
+}
 
 }  // namespace
 
@@ -151,6 +160,7 @@ std::shared_ptr<Choices> HttpServer::Impl::submit(ApiRequest r, httplib::Respons
     return nullptr;
   }
   c->results.resize(c->tickets.size());
+  c->cached.assign(c->tickets.size(), 0);
   c->finished.assign(c->tickets.size(), false);
   c->started.assign(c->tickets.size(), false);
   if (q.stream && q.tool_calls != ToolCallFormat::None)
@@ -184,6 +194,7 @@ void HttpServer::Impl::take(Choices& c, std::vector<RequestOutput> outs, std::st
       continue;
     }
     ChoiceResult& r = c.results[i];
+    c.cached[i] = o.cached_tokens;
     r.text += o.text;
     r.completion_tokens = o.completion_tokens;
     std::string reason = o.finished ? finish_reason_name(o.finish_reason) : "";
@@ -231,7 +242,8 @@ void HttpServer::Impl::take(Choices& c, std::vector<RequestOutput> outs, std::st
     if (c.failure.empty() && c.request.include_usage) {
       int completion = 0;
       for (const ChoiceResult& r : c.results) completion += r.completion_tokens;
-      event(usage_chunk(c.request, c.id, c.created, c.model, c.prompt_tokens, completion));
+      event(usage_chunk(c.request, c.id, c.created, c.model, c.prompt_tokens, completion,
+                        cached_tokens(c)));
     }
     *sse += "data: [DONE]\n\n";
   }
@@ -250,7 +262,7 @@ void HttpServer::Impl::respond(Choices& c, httplib::Response& res) {
                                           [this] { return random_id("chatcmpl-tool-"); }),
                        &r);
   res.set_content(completion_response(c.request, c.id, c.created, c.model, c.results,
-                                      c.prompt_tokens, model.text)
+                                      c.prompt_tokens, model.text, cached_tokens(c))
                       .dump(-1, ' ', false, json::error_handler_t::replace),
                   "application/json");
 }

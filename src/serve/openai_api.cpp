@@ -490,10 +490,12 @@ ApiRequest parse_request(const std::string& text, bool chat, const ServedModel& 
 
 namespace {
 
-json usage(int prompt_tokens, int completion_tokens) {
-  return {{"prompt_tokens", prompt_tokens},
-          {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+json usage(int prompt_tokens, int completion_tokens, int cached_tokens) {
+  json u = {{"prompt_tokens", prompt_tokens},
+            {"completion_tokens", completion_tokens},
+            {"total_tokens", prompt_tokens + completion_tokens}};
+  if (cached_tokens >= 0) u["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
+  return u;
 }
 
 json head(const ApiRequest& r, const std::string& id, int64_t created, const std::string& model,
@@ -616,7 +618,7 @@ json tool_calls_chunk(const ApiRequest& r, const std::string& id, int64_t create
 
 json completion_response(const ApiRequest& r, const std::string& id, int64_t created,
                          const std::string& model, const std::vector<ChoiceResult>& choices,
-                         int prompt_tokens, const CheckpointText* text) {
+                         int prompt_tokens, const CheckpointText* text, int cached_tokens) {
   json out = head(r, id, created, model, false);
   json list = json::array();
   int completion_tokens = 0;
@@ -641,7 +643,7 @@ json completion_response(const ApiRequest& r, const std::string& id, int64_t cre
     list.push_back(std::move(choice));
   }
   out["choices"] = std::move(list);
-  out["usage"] = usage(prompt_tokens, completion_tokens);
+  out["usage"] = usage(prompt_tokens, completion_tokens, cached_tokens);
   return out;
 }
 
@@ -666,10 +668,11 @@ json stream_chunk(const ApiRequest& r, const std::string& id, int64_t created,
 }
 
 json usage_chunk(const ApiRequest& r, const std::string& id, int64_t created,
-                 const std::string& model, int prompt_tokens, int completion_tokens) {
+                 const std::string& model, int prompt_tokens, int completion_tokens,
+                 int cached_tokens) {
   json out = head(r, id, created, model, true);
   out["choices"] = json::array();
-  out["usage"] = usage(prompt_tokens, completion_tokens);
+  out["usage"] = usage(prompt_tokens, completion_tokens, cached_tokens);
   return out;
 }
 

@@ -81,7 +81,9 @@ constexpr int MAX_COMPLETION_LOGPROBS = 5;
 // values out of range, a prompt or prompt + max_tokens beyond the context; 404 for another model.
 ApiRequest parse_request(const std::string& body, bool chat, const ServedModel& m);
 
-// The response objects. `choices` hold, per choice (prompt-major), its text and finish reason.
+// The response objects (usage's prompt_tokens_details.cached_tokens: the prompt tokens the prefix
+// cache held, OpenAI's field; -1 leaves it out). `choices` hold, per choice (prompt-major), its
+// text and finish reason.
 struct ChoiceResult {
   std::string text;
   std::string finish_reason;  // "stop", "length" or "tool_calls"
@@ -95,7 +97,8 @@ struct ChoiceResult {
 nlohmann::ordered_json completion_response(const ApiRequest& r, const std::string& id,
                                            int64_t created, const std::string& model,
                                            const std::vector<ChoiceResult>& choices,
-                                           int prompt_tokens, const CheckpointText* text = nullptr);
+                                           int prompt_tokens, const CheckpointText* text = nullptr,
+                                           int cached_tokens = -1);
 // A choice's "logprobs" object for `tokens`: chat's {"content": [{token, logprob, bytes,
 // top_logprobs}]}, completions' {tokens, token_logprobs, top_logprobs, text_offset} with offsets
 // (in characters of the tokens' texts) from *text_offset, which it advances. A logprob of -inf is
@@ -121,7 +124,7 @@ void apply_tool_calls(const ApiRequest& r, ParsedReply reply, ChoiceResult* c);
 // The last chunk when stream_options.include_usage: no choices, the usage.
 nlohmann::ordered_json usage_chunk(const ApiRequest& r, const std::string& id, int64_t created,
                                    const std::string& model, int prompt_tokens,
-                                   int completion_tokens);
+                                   int completion_tokens, int cached_tokens = -1);
 // POST /tokenize (vLLM's): {"prompt": text, "add_special_tokens": true} or {"messages": [...],
 // "add_generation_prompt": true, "tools", "chat_template_kwargs"} -> {count, max_model_len,
 // tokens}; POST /detokenize: {"tokens": [ids]} -> {"prompt": text}. ApiError as parse_request's.

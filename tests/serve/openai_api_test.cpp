@@ -289,6 +289,10 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   EXPECT_EQ(out["choices"][1]["text"], "c");
   EXPECT_EQ(out["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(out["usage"]["total_tokens"], 9);
+  EXPECT_FALSE(out["usage"].contains("prompt_tokens_details"));
+  EXPECT_EQ(completion_response(r, "cmpl-1", 7, "tiny", {choice("ab", "stop", 2)}, 40, nullptr,
+                                32)["usage"]["prompt_tokens_details"]["cached_tokens"],
+            32);
   const ApiRequest c = parse(
       {{"messages", json::array({{{"role", "user"}, {"content", "x"}}})}, {"stream", true}}, true);
   const json first = stream_chunk(c, "chatcmpl-1", 7, "tiny", 0, "he", "", true);

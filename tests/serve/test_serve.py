@@ -225,6 +225,8 @@ def test_prefix_cache_serves_a_repeated_conversation(server, client):
     hits = after["megaops_prefix_cache_hits_total"] - before["megaops_prefix_cache_hits_total"]
     # The repeat finds every whole block of its prompt but the last token's (blocks of 16).
     assert hits >= (first.usage.prompt_tokens - 1) // 16 * 16 > 0
+    # OpenAI's usage field says so per request.
+    assert again.usage.prompt_tokens_details.cached_tokens == (first.usage.prompt_tokens - 1) // 16 * 16
     assert after["megaops_kv_blocks_cached"] > 0
 
 
