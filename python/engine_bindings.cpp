@@ -214,6 +214,22 @@ class PyLLM {
   std::vector<int> encode(const std::string& s, bool add_special_tokens) const {
     return text_.tokenizer().encode(s, add_special_tokens);
   }
+  // A conversation's prompt ids (JSON text in: Python's json module is the faithful bridge for
+  // arbitrary message dicts), as the server's chat endpoint renders it.
+  std::vector<int> chat_ids(const std::string& messages, bool add_generation_prompt,
+                            const std::string& extra) const {
+    const auto parse = [](const std::string& s, const char* name) {
+      try {
+        return nlohmann::ordered_json::parse(s);
+      } catch (const nlohmann::json::exception& e) {
+        throw InputError(std::string(name) + ": not JSON: " + e.what());
+      }
+    };
+    const std::string text =
+        text_.render_chat(parse(messages, "messages"), add_generation_prompt,
+                          extra.empty() ? nlohmann::ordered_json(nullptr) : parse(extra, "tools / chat_template_kwargs"));
+    return text_.tokenizer().encode(text, false);
+  }
   const std::string& backend() const { return backend_; }
 
  private:
@@ -249,6 +265,8 @@ void bind_llm(nb::module_& m) {
       .def("has_work", &PyLLM::has_work)
       .def("stats", &PyLLM::stats)
       .def("encode", &PyLLM::encode, nb::arg("text"), nb::arg("add_special_tokens") = true)
+      .def("chat_ids", &PyLLM::chat_ids, nb::arg("messages"), nb::arg("add_generation_prompt"),
+           nb::arg("extra"))
       .def_prop_ro("backend", &PyLLM::backend);
 }
 

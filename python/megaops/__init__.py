@@ -21,6 +21,7 @@ On the GPU (a build with CUDA), the step executor and the executor's kernels on 
 """
 import ctypes
 import glob
+import json
 import importlib.util
 import os
 import re
@@ -261,6 +262,24 @@ class LLM:
                 self._abort(rid)
             raise
         return [results[rid] for rid in ids]
+
+    def chat(self, messages, sampling_params: Union[None, SamplingParams,
+                                                    Sequence[SamplingParams]] = None,
+             add_generation_prompt: bool = True, tools: Optional[list] = None,
+             chat_template_kwargs: Optional[dict] = None) -> List[CompletionOutput]:
+        """vLLM's LLM.chat: one conversation (a list of {"role", "content", ...} dicts) or a list of
+        them, rendered by the checkpoint's chat template (tools and chat_template_kwargs, such as
+        {"enable_thinking": False} for Qwen 3, reach the template), then generated as generate()
+        does. Returns one CompletionOutput per conversation."""
+        single = bool(messages) and isinstance(messages[0], dict)
+        conversations = [messages] if single else list(messages)
+        extra = dict(chat_template_kwargs or {})
+        if tools is not None:
+            extra["tools"] = tools
+        prompts = [self._engine.chat_ids(json.dumps(c), add_generation_prompt,
+                                         json.dumps(extra) if extra else "")
+                   for c in conversations]
+        return self.generate(prompts, sampling_params)
 
     def stream(self, prompt: Union[str, List[int]],
                sampling_params: Optional[SamplingParams] = None) -> Iterator[StreamDelta]:

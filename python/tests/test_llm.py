@@ -197,3 +197,22 @@ def test_penalties_and_biases_are_the_same_batched_and_on_every_device(ckpt, dev
     assert held.finish_reason == "stop" and len(held.token_ids) == 4
     with pytest.raises(ValueError, match="presence_penalty"):
         engine.generate("Hello", params(0, presence_penalty=5.0))
+
+
+def test_chat_renders_the_template_like_the_server(ckpt, device):
+    engine = megaops.LLM(ckpt, device=device, max_context=1024, max_batch=2)
+    conversation = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    m = megaops.load(ckpt, device="cpu", max_context=256)
+    ids = engine._engine.encode(m.apply_chat_template(conversation, True, None), False)
+    want = engine.generate(ids, params(0))[0]
+    got = engine.chat(conversation, params(0))
+    assert len(got) == 1 and got[0].token_ids == want.token_ids
+    assert got[0].prompt_token_ids == ids
+    # Several conversations; tools and template variables reach the template.
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    both = engine.chat([conversation, conversation[1:]], params(0), tools=tools,
+                       chat_template_kwargs={"enable_thinking": False})
+    assert len(both) == 2 and len(both[0].prompt_token_ids) > len(ids)
+    with pytest.raises(ValueError, match="chat_template_kwargs"):
+        engine.chat([{"role": "user", "content": "x"}], params(0), add_generation_prompt=True,
+                    chat_template_kwargs={"bad": float("nan")})
