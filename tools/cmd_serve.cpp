@@ -28,7 +28,7 @@ namespace {
 
 struct ServeOpts {
   EngineRunnerOptions runner;  // its max_batch is --max-batch
-  std::string host = "127.0.0.1", served_name, tool_call_parser = "auto";
+  std::string host = "127.0.0.1", served_name, tool_call_parser = "auto", api_key;
   int port = 8000, max_context = 4096, max_prefill_chunk = 0, http_threads = 128;
   double drain_seconds = 30;
   bool no_prefix_caching = false;
@@ -100,6 +100,10 @@ Runner add_serve(CLI::App& app) {
                  "largest request body accepted (default 4 MiB; larger: 413)");
   app.add_option("--http-threads", o->http_threads,
                  "connections served at once (default 128; a stream holds one to its end)");
+  app.add_option("--api-key", o->api_key,
+                 "require \"Authorization: Bearer KEY\" on /v1/ routes, /tokenize and /detokenize "
+                 "(default: $MEGAOPS_API_KEY; none: open)")
+      ->envname("MEGAOPS_API_KEY");
   app.add_flag("--no-enable-prefix-caching", o->no_prefix_caching,
                "compute every prompt in full (default: requests that start as an earlier one "
                "did reuse its K/V blocks, vLLM's automatic prefix caching)");
@@ -155,6 +159,7 @@ Runner add_serve(CLI::App& app) {
     so.port = o->port;
     so.max_body_bytes = o->max_body_bytes;
     so.http_threads = o->http_threads;
+    so.api_key = o->api_key;
     serve::HttpServer server(engine, model, so);
     server.start();
     std::fprintf(stderr,

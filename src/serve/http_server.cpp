@@ -324,6 +324,27 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
 }
 
 void HttpServer::Impl::routes() {
+  if (!options.api_key.empty()) {
+    const std::string expected = "Bearer " + options.api_key;
+    server.set_pre_routing_handler(
+        [this, expected](const httplib::Request& q, httplib::Response& s) {
+          const bool guarded =
+              q.path.rfind("/v1/", 0) == 0 || q.path == "/tokenize" || q.path == "/detokenize";
+          // A constant-time comparison: the time taken says nothing of how much of a key matched.
+          const std::string got = q.get_header_value("Authorization");
+          unsigned char diff = got.size() != expected.size();
+          for (size_t i = 0; i < got.size() && i < expected.size(); ++i)
+            diff |= got[i] ^ expected[i];
+          if (!guarded || diff == 0) return httplib::Server::HandlerResponse::Unhandled;
+          s.set_header("WWW-Authenticate", "Bearer");
+          send_error(s, 401, "missing or wrong API key (Authorization: Bearer <key>)", "",
+                     "authentication_error");
+          return httplib::Server::HandlerResponse::Handled;
+        });
+  }
+  server.Get("/version", [](const httplib::Request&, httplib::Response& s) {
+    s.set_content(json{{"version", MEGAOPS_VERSION}}.dump(), "application/json");
+  });
   server.Post("/v1/completions",
               [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, false); });
   server.Post("/v1/chat/completions",

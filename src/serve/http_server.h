@@ -21,6 +21,9 @@ struct ServerOptions {
   size_t max_body_bytes = size_t{4} << 20;
   // Connections served at once: a streamed request holds its connection's thread to its end.
   int http_threads = 128;
+  // Non-empty: every /v1/ route, /tokenize and /detokenize need "Authorization: Bearer <key>"
+  // (vLLM's --api-key; 401 otherwise). /health, /metrics and /version stay open.
+  std::string api_key;
 };
 
 class HttpServer {

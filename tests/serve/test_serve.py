@@ -394,3 +394,24 @@ def test_drain_deadline_aborts_what_is_left(slow_ckpt):
         list(it)
     assert s.stop() == 0, "".join(s.log)
     assert "aborting 1 requests" in "".join(s.log)
+
+
+def test_api_key_guards_the_api_but_not_health(ckpt):
+    s = Server(ckpt, "--api-key", "s3cret", "--max-context", "256")
+    try:
+        good = openai.OpenAI(base_url=s.url + "/v1", api_key="s3cret", max_retries=0, timeout=60)
+        assert good.completions.create(model="tiny", prompt="Hi", max_tokens=2,
+                                       extra_body={"ignore_eos": True}).usage.completion_tokens == 2
+        assert [m.id for m in good.models.list()] == ["tiny"]
+        for key in ("wrong", "s3cre", "s3cret!"):
+            bad = openai.OpenAI(base_url=s.url + "/v1", api_key=key, max_retries=0, timeout=60)
+            with pytest.raises(openai.AuthenticationError):
+                bad.completions.create(model="tiny", prompt="Hi", max_tokens=2)
+        got, err = post(s.url + "/tokenize", {"prompt": "Hi"})
+        assert got == 401 and "API key" in err["error"]["message"]
+        with urllib.request.urlopen(s.url + "/health", timeout=30) as r:
+            assert r.status == 200
+        with urllib.request.urlopen(s.url + "/version", timeout=30) as r:
+            assert json.loads(r.read())["version"]
+    finally:
+        assert s.stop() == 0, "".join(s.log)
