@@ -28,7 +28,8 @@ namespace {
 
 struct ServeOpts {
   EngineRunnerOptions runner;  // its max_batch is --max-batch
-  std::string host = "127.0.0.1", served_name, tool_call_parser = "auto", api_key;
+  std::string host = "127.0.0.1", served_name, tool_call_parser = "auto", api_key,
+              reasoning_parser = "auto";
   int port = 8000, max_context = 4096, max_prefill_chunk = 0, http_threads = 128;
   double drain_seconds = 30;
   bool no_prefix_caching = false;
@@ -48,6 +49,8 @@ void check_options(const ServeOpts& o) {
   if (o.max_body_bytes < 1024) throw_input_error("--max-body-bytes", "", "expected >= 1024");
   if (o.tool_call_parser != "auto")
     serve::parse_tool_call_format(o.tool_call_parser, "--tool-call-parser");
+  if (o.reasoning_parser != "auto")
+    serve::parse_reasoning_format(o.reasoning_parser, "--reasoning-parser");
 }
 
 // Waits for SIGTERM / SIGINT, then drains: admission closes, running requests get the deadline,
@@ -107,6 +110,10 @@ Runner add_serve(CLI::App& app) {
   app.add_flag("--no-enable-prefix-caching", o->no_prefix_caching,
                "compute every prompt in full (default: requests that start as an earlier one "
                "did reuse its K/V blocks, vLLM's automatic prefix caching)");
+  app.add_option("--reasoning-parser", o->reasoning_parser,
+                 "where chat replies' <think> blocks go: qwen3 / deepseek_r1 (reasoning_content), "
+                 "none (the content), or auto (default: qwen3 when the chat template writes "
+                 "<think>)");
   app.add_option("--tool-call-parser", o->tool_call_parser,
                  "how chat replies' tool calls are read: hermes, llama3_json, none, or auto "
                  "(default: the format the chat template teaches)");
@@ -154,6 +161,12 @@ Runner add_serve(CLI::App& app) {
         : text && text->has_chat_template()
             ? serve::detect_tool_call_format(text->config().chat_template)
             : serve::ToolCallFormat::None;
+    model.reasoning_format =
+        o->reasoning_parser != "auto"
+            ? serve::parse_reasoning_format(o->reasoning_parser, "--reasoning-parser")
+        : text && text->has_chat_template()
+            ? serve::detect_reasoning_format(text->config().chat_template)
+            : serve::ReasoningFormat::None;
     serve::ServerOptions so;
     so.host = o->host;
     so.port = o->port;
@@ -166,8 +179,9 @@ Runner add_serve(CLI::App& app) {
                  "serve: '%s' on the %s: %d requests a step, context %d, %d KV blocks of %d\n",
                  model.name.c_str(), label.c_str(), std::min(decode_rows, o->runner.max_batch),
                  max_context, kv.num_blocks, kv.block_size);
-    std::fprintf(stderr, "serve: tool calls read as %s; prefix caching %s\n",
+    std::fprintf(stderr, "serve: tool calls read as %s, reasoning as %s; prefix caching %s\n",
                  serve::tool_call_format_name(model.tool_call_format),
+                 serve::reasoning_format_name(model.reasoning_format),
                  engine.stats().prefix_caching ? "on" : "off");
     std::fprintf(stderr, "serve: listening on http://%s:%d\n", o->host.c_str(), server.port());
     serve_until_signal(engine, server, o->drain_seconds);

@@ -78,7 +78,8 @@ struct Choices {
   std::vector<ChoiceResult> results;
   std::vector<int> cached;  // per choice: its prompt tokens the prefix cache held
   std::vector<bool> finished, started;
-  std::vector<ToolCallStream> tool_streams;  // streamed chat with tool calls: one a choice
+  std::vector<ToolCallStream> tool_streams;        // streamed chat with tool calls: one a choice
+  std::vector<ReasoningStream> reasoning_streams;  // streamed chat with a reasoning reader
   size_t finished_count = 0;
   std::string failure;  // an error or abort that ended the request
   int failure_status = 0;
@@ -166,6 +167,8 @@ std::shared_ptr<Choices> HttpServer::Impl::submit(ApiRequest r, httplib::Respons
   if (q.stream && q.tool_calls != ToolCallFormat::None)
     for (size_t i = 0; i < c->tickets.size(); ++i)
       c->tool_streams.emplace_back(q.tool_calls, [this] { return random_id("chatcmpl-tool-"); });
+  if (q.stream && q.reasoning != ReasoningFormat::None)
+    c->reasoning_streams.assign(c->tickets.size(), ReasoningStream(q.reasoning));
   return c;
 }
 
@@ -204,20 +207,36 @@ void HttpServer::Impl::take(Choices& c, std::vector<RequestOutput> outs, std::st
                               ? logprobs_json(c.request, o.logprobs, model.text, &r.text_offset)
                               : json(nullptr);
     r.logprobs.insert(r.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
-    if (sse && !c.tool_streams.empty()) {
-      // Content goes out as it comes, up to where a call may begin; the calls, whole, at the end.
-      std::string text = c.tool_streams[i].feed(o.text);
+    if (sse && (!c.tool_streams.empty() || !c.reasoning_streams.empty())) {
+      // The reasoning goes out as reasoning_content; the content as it comes, up to where a call
+      // may begin; the calls, whole, at the end.
+      ReasoningSplit part = c.reasoning_streams.empty() ? ReasoningSplit{"", o.text}
+                                                        : c.reasoning_streams[i].feed(o.text);
+      if (o.finished && !c.reasoning_streams.empty()) {
+        ReasoningSplit end = c.reasoning_streams[i].finish();
+        part.reasoning += end.reasoning;
+        part.content += end.content;
+      }
+      std::string text =
+          c.tool_streams.empty() ? part.content : c.tool_streams[i].feed(part.content);
       ChoiceResult calls;
-      if (o.finished) {
+      if (o.finished && !c.tool_streams.empty()) {
         calls.finish_reason = reason;
         apply_tool_calls(c.request, c.tool_streams[i].finish(), &calls);
         text += calls.text;
         reason = calls.finish_reason;
       }
+      json lp = logprobs;  // on the first chunk this output sends
+      if (!part.reasoning.empty()) {
+        event(reasoning_chunk(c.request, c.id, c.created, c.model, static_cast<int>(i),
+                              part.reasoning, !c.started[i], lp));
+        c.started[i] = true;
+        lp = nullptr;
+      }
       const std::string pending = calls.tool_calls.empty() ? reason : "";
-      if (!text.empty() || !pending.empty() || !c.started[i] || !logprobs.is_null()) {
+      if (!text.empty() || !pending.empty() || !c.started[i] || !lp.is_null()) {
         event(stream_chunk(c.request, c.id, c.created, c.model, static_cast<int>(i), text, pending,
-                           !c.started[i], logprobs));
+                           !c.started[i], lp));
         c.started[i] = true;
       }
       if (!calls.tool_calls.empty()) {
@@ -255,12 +274,8 @@ void HttpServer::Impl::respond(Choices& c, httplib::Response& res) {
     send_error(res, c.failure_status, c.failure, "", "server_error");
     return;
   }
-  if (c.request.tool_calls != ToolCallFormat::None)
-    for (ChoiceResult& r : c.results)
-      apply_tool_calls(c.request,
-                       extract_tool_calls(c.request.tool_calls, r.text,
-                                          [this] { return random_id("chatcmpl-tool-"); }),
-                       &r);
+  for (ChoiceResult& r : c.results)
+    split_reply(c.request, &r, [this] { return random_id("chatcmpl-tool-"); });
   res.set_content(completion_response(c.request, c.id, c.created, c.model, c.results,
                                       c.prompt_tokens, model.text, cached_tokens(c))
                       .dump(-1, ' ', false, json::error_handler_t::replace),

@@ -279,6 +279,7 @@ void parse_tools(const json& body, const ServedModel& m, ApiRequest& r) {
         "megaops recognises: start the server with --tool-call-parser hermes or llama3_json, or "
         "send tool_choice \"none\"");
   if (parse) r.tool_calls = m.tool_call_format;
+  r.reasoning = m.reasoning_format;
   const json& parallel = field_of(body, "parallel_tool_calls");
   if (!parallel.is_null()) r.parallel_tool_calls = bool_field(parallel, "parallel_tool_calls");
 }
@@ -601,6 +602,32 @@ void apply_tool_calls(const ApiRequest& r, ParsedReply reply, ChoiceResult* c) {
   if (!c->tool_calls.empty()) c->finish_reason = "tool_calls";
 }
 
+void split_reply(const ApiRequest& r, ChoiceResult* c,
+                 const std::function<std::string()>& make_id) {
+  if (r.reasoning != ReasoningFormat::None) {
+    ReasoningSplit s = split_reasoning(r.reasoning, c->text);
+    c->reasoning = std::move(s.reasoning);
+    c->text = std::move(s.content);
+  }
+  if (r.tool_calls != ToolCallFormat::None)
+    apply_tool_calls(r, extract_tool_calls(r.tool_calls, c->text, make_id), c);
+}
+
+json reasoning_chunk(const ApiRequest& r, const std::string& id, int64_t created,
+                     const std::string& model, int index, const std::string& reasoning, bool first,
+                     const json& logprobs) {
+  json out = head(r, id, created, model, true);
+  json delta = json::object();
+  if (first) delta["role"] = "assistant";
+  delta["reasoning_content"] = reasoning;
+  out["choices"] = json::array({{{"index", index},
+                                 {"delta", std::move(delta)},
+                                 {"logprobs", logprobs},
+                                 {"finish_reason", nullptr}}});
+  if (r.include_usage) out["usage"] = nullptr;
+  return out;
+}
+
 json tool_calls_chunk(const ApiRequest& r, const std::string& id, int64_t created,
                       const std::string& model, int index, const std::vector<ToolCall>& calls,
                       bool first) {
@@ -634,6 +661,10 @@ json completion_response(const ApiRequest& r, const std::string& id, int64_t cre
           {"content", !c.tool_calls.empty() && blank ? json(nullptr) : json(c.text)}};
       if (!c.tool_calls.empty())
         choice["message"]["tool_calls"] = tool_calls_json(c.tool_calls, false);
+      // With a reasoning reader: the block's text, null when the reply had none (vLLM's shape).
+      if (r.reasoning != ReasoningFormat::None)
+        choice["message"]["reasoning_content"] =
+            c.reasoning.empty() ? json(nullptr) : json(c.reasoning);
     } else
       choice["text"] = c.text;
     int offset = 0;

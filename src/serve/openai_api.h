@@ -10,12 +10,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "megaops/engine.h"
+#include "serve/reasoning.h"
 #include "serve/tool_calls.h"
 
 namespace megaops {
@@ -54,6 +56,9 @@ struct ServedModel {
   // How tool calls in a chat reply are recognised (serve's --tool-call-parser; by default what
   // the chat template teaches). None: a request with tools and tool_choice "auto" is refused.
   ToolCallFormat tool_call_format = ToolCallFormat::None;
+  // Whether chat replies' <think> blocks go to reasoning_content (serve's --reasoning-parser; by
+  // default when the chat template writes <think>).
+  ReasoningFormat reasoning_format = ReasoningFormat::None;
 };
 
 struct ApiRequest {
@@ -68,7 +73,8 @@ struct ApiRequest {
   // Chat with tools and tool_choice "auto": the reply's tool calls become message.tool_calls
   // (None: the reply is all content).
   ToolCallFormat tool_calls = ToolCallFormat::None;
-  bool parallel_tool_calls = true;  // false: only a reply's first call is kept
+  bool parallel_tool_calls = true;                    // false: only a reply's first call is kept
+  ReasoningFormat reasoning = ReasoningFormat::None;  // chat: the served model's
 };
 
 // Most choices (n) and prompts in one request.
@@ -89,6 +95,7 @@ struct ChoiceResult {
   std::string finish_reason;  // "stop", "length" or "tool_calls"
   int completion_tokens = 0;
   std::vector<ToolCall> tool_calls;       // chat: the calls taken out of `text`
+  std::string reasoning;                  // chat: the <think> block taken out of `text`
   std::vector<SampledLogprobs> logprobs;  // one a generated token, when asked for
   int text_offset = 0;                    // completions' text_offset of the next token
 };
@@ -113,6 +120,11 @@ nlohmann::ordered_json stream_chunk(const ApiRequest& r, const std::string& id, 
                                     const std::string& model, int index, const std::string& text,
                                     const std::string& finish_reason, bool first,
                                     const nlohmann::ordered_json& logprobs = nullptr);
+// A chat chunk with a piece of choice `index`'s reasoning (delta.reasoning_content).
+nlohmann::ordered_json reasoning_chunk(const ApiRequest& r, const std::string& id, int64_t created,
+                                       const std::string& model, int index,
+                                       const std::string& reasoning, bool first,
+                                       const nlohmann::ordered_json& logprobs = nullptr);
 // A chat chunk with choice `index`'s tool calls (whole: name and all of the arguments in one
 // delta each, indexed 0.. in the reply).
 nlohmann::ordered_json tool_calls_chunk(const ApiRequest& r, const std::string& id, int64_t created,
@@ -121,6 +133,9 @@ nlohmann::ordered_json tool_calls_chunk(const ApiRequest& r, const std::string& 
 // A parsed reply's calls as the choice's ChoiceResult takes them: parallel_tool_calls false keeps
 // the first; a reply with calls finishes with "tool_calls" (vLLM's rule).
 void apply_tool_calls(const ApiRequest& r, ParsedReply reply, ChoiceResult* c);
+// A whole chat reply (c->text) through the request's readers: the reasoning out first, then the
+// calls out of the content. `make_id` names the calls.
+void split_reply(const ApiRequest& r, ChoiceResult* c, const std::function<std::string()>& make_id);
 // The last chunk when stream_options.include_usage: no choices, the usage.
 nlohmann::ordered_json usage_chunk(const ApiRequest& r, const std::string& id, int64_t created,
                                    const std::string& model, int prompt_tokens,

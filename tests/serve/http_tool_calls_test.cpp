@@ -43,7 +43,8 @@ class ScriptedRunner final : public ModelRunner {
 struct Served {
   std::unique_ptr<AsyncEngine> engine;
   std::unique_ptr<HttpServer> server;
-  explicit Served(const std::string& reply, ToolCallFormat format) {
+  Served(const std::string& reply, ToolCallFormat format,
+         ReasoningFormat reasoning = ReasoningFormat::None) {
     const CheckpointText& text = testing::tiny_text();
     const std::vector<int> ids = text.tokenizer().encode(reply, false);
     EXPECT_EQ(text.tokenizer().decode(ids), reply);
@@ -58,6 +59,7 @@ struct Served {
     m.kv_positions = 16 * 1024;
     m.vocab_size = 512;
     m.tool_call_format = format;
+    m.reasoning_format = reasoning;
     ServerOptions so;
     so.port = 0;
     so.http_threads = 4;
@@ -173,6 +175,44 @@ TEST(HttpToolCalls, AReplyWithoutACallStreamsAsText) {
   }
   EXPECT_EQ(content, reply);
   EXPECT_EQ(finish, "stop");
+}
+
+// A thinking model's reply: the <think> block as reasoning_content, then the content and the call,
+// streamed (reasoning deltas first, nothing of a marker in any delta) and not.
+TEST(HttpToolCalls, ReasoningThenContentThenTheCall) {
+  const std::string reply =
+      "<think>\nThe user wants the weather.\n</think>\n\nChecking.<tool_call>\n{\"name\": "
+      "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  Served s(reply, ToolCallFormat::Hermes, ReasoningFormat::Think);
+  const json out = s.post(chat(false));
+  const json& message = out["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning_content"], "\nThe user wants the weather.\n");
+  EXPECT_EQ(message["content"], "Checking.");
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(out["choices"][0]["finish_reason"], "tool_calls");
+  std::string reasoning, content;
+  bool content_seen = false;
+  for (const json& c : s.post(chat(true))) {
+    const json& d = c["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) {
+      EXPECT_FALSE(content_seen) << "reasoning after content";
+      reasoning += d["reasoning_content"].get<std::string>();
+    }
+    if (d.contains("content")) {
+      content_seen = content_seen || !d["content"].get<std::string>().empty();
+      content += d["content"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(reasoning, message["reasoning_content"]);
+  EXPECT_EQ(content, "Checking.");
+  // Without tools the reasoning reader still runs; a reply with no block has null reasoning.
+  Served plain("Just an answer.", ToolCallFormat::Hermes, ReasoningFormat::Think);
+  json body = chat(false, "none");
+  body.erase("tools");
+  body.erase("tool_choice");
+  const json p = plain.post(body)["choices"][0]["message"];
+  EXPECT_TRUE(p["reasoning_content"].is_null());
+  EXPECT_EQ(p["content"], "Just an answer.");
 }
 
 }  // namespace
