@@ -17,6 +17,7 @@
 #include "engine/cpu_runner.h"
 #include "engine/gpu_runner.h"
 #include "engine_runner.h"
+#include "io/text_file.h"
 #include "io/tokenizer_files.h"
 #include "models/checkpoint.h"
 #include "plan_flags.h"
@@ -29,7 +30,7 @@ namespace {
 struct ServeOpts {
   EngineRunnerOptions runner;  // its max_batch is --max-batch
   std::string host = "127.0.0.1", served_name, tool_call_parser = "auto", api_key,
-              reasoning_parser = "auto";
+              reasoning_parser = "auto", chat_template;
   int port = 8000, max_context = 4096, max_prefill_chunk = 0, http_threads = 128;
   double drain_seconds = 30;
   bool no_prefix_caching = false;
@@ -110,6 +111,9 @@ Runner add_serve(CLI::App& app) {
   app.add_flag("--no-enable-prefix-caching", o->no_prefix_caching,
                "compute every prompt in full (default: requests that start as an earlier one "
                "did reuse its K/V blocks, vLLM's automatic prefix caching)");
+  app.add_option("--chat-template", o->chat_template,
+                 "a Jinja chat template (a file, or the template itself) in place of the "
+                 "checkpoint's (vLLM's flag)");
   app.add_option("--reasoning-parser", o->reasoning_parser,
                  "where chat replies' <think> blocks go: qwen3 / deepseek_r1 (reasoning_content), "
                  "none (the content), or auto (default: qwen3 when the chat template writes "
@@ -128,6 +132,14 @@ Runner add_serve(CLI::App& app) {
     else
       std::fprintf(stderr, "serve: %s has no tokenizer.json: token-id prompts only, no chat\n",
                    o->runner.model.c_str());
+    if (!o->chat_template.empty()) {
+      if (!text) throw_input_error("--chat-template", "", "needs the checkpoint's tokenizer.json");
+      // A path to a file, else the template itself (as vLLM takes it).
+      std::error_code ec;
+      const bool file = std::filesystem::is_regular_file(o->chat_template, ec);
+      text->set_chat_template(file ? read_text_file(o->chat_template) : o->chat_template,
+                              file ? o->chat_template : std::string("--chat-template"));
+    }
     const int max_context = std::min(o->max_context, ckpt.config().max_position_embeddings);
     std::string label;
     std::unique_ptr<ModelRunner> runner = make_engine_runner(o->runner, ckpt, max_context, &label);

@@ -118,6 +118,12 @@ GenerationConfig parse_generation_config(const std::string& json_text, const std
   return g;
 }
 
+void CheckpointText::set_chat_template(const std::string& source, const std::string& origin) {
+  chat_template_ = std::make_shared<const ChatTemplate>(ChatTemplate::parse(source, origin));
+  config_.chat_template = source;
+  config_.chat_template_origin = origin;
+}
+
 CheckpointText CheckpointText::open(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string tok_path = (fs::path(dir) / "tokenizer.json").string();

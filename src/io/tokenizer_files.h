@@ -49,6 +49,9 @@ class CheckpointText {
   const TokenizerConfig& config() const { return config_; }
   const GenerationConfig& generation() const { return generation_; }
   bool has_chat_template() const { return chat_template_ != nullptr; }
+  // Replaces the checkpoint's chat template (vLLM's --chat-template): `source` is parsed now, and
+  // `origin` names it in errors. Throws InputError when it does not parse.
+  void set_chat_template(const std::string& source, const std::string& origin);
 
   // The prompt text of a conversation, rendered as transformers' apply_chat_template renders it:
   // the template sees messages, add_generation_prompt, the special tokens by name and `extra`

@@ -415,3 +415,24 @@ def test_api_key_guards_the_api_but_not_health(ckpt):
             assert json.loads(r.read())["version"]
     finally:
         assert s.stop() == 0, "".join(s.log)
+
+
+def test_chat_template_flag_replaces_the_checkpoints(ckpt, tmp_path):
+    template = "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}>"
+    path = tmp_path / "t.jinja"
+    path.write_text(template)
+    want = subprocess.run([CLI, "tokenize", "--model", ckpt, "--text", "[user]Hi>",
+                           "--no-special"], capture_output=True, check=True).stdout.decode()
+    for given in (str(path), template):
+        s = Server(ckpt, "--chat-template", given, "--max-context", "256")
+        try:
+            got, out = post(s.url + "/tokenize", {"messages": [{"role": "user", "content": "Hi"}]})
+            assert got == 200 and out["tokens"] == [int(i) for i in want.strip().split(",")]
+        finally:
+            assert s.stop() == 0, "".join(s.log)
+    bad = subprocess.run([CLI, "serve", "--model", ckpt, "--cpu", "--port", "0",
+                          "--chat-template", "{% for %}"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode != 0
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--chat-template" in lines[0] and "does not parse" in lines[0], lines
