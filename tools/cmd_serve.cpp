@@ -22,6 +22,7 @@
 #include "models/checkpoint.h"
 #include "plan_flags.h"
 #include "serve/http_server.h"
+#include "serve/metrics.h"
 
 namespace megaops::cli {
 
@@ -32,7 +33,7 @@ struct ServeOpts {
   std::string host = "127.0.0.1", served_name, tool_call_parser = "auto", api_key,
               reasoning_parser = "auto", chat_template;
   int port = 8000, max_context = 4096, max_prefill_chunk = 0, http_threads = 128;
-  double drain_seconds = 30;
+  double drain_seconds = 30, log_stats_seconds = 10;
   bool no_prefix_caching = false;
   size_t max_body_bytes = size_t{4} << 20;
 };
@@ -47,6 +48,8 @@ void check_options(const ServeOpts& o) {
   require_at_least("--max-prefill-chunk", o.max_prefill_chunk, 0);
   require_at_least("--http-threads", o.http_threads, 2);
   if (!(o.drain_seconds >= 0)) throw_input_error("--drain-seconds", "", "expected >= 0");
+  if (!(o.log_stats_seconds >= 0))
+    throw_input_error("--log-stats-interval", "", "expected >= 0 (0: no stats lines)");
   if (o.max_body_bytes < 1024) throw_input_error("--max-body-bytes", "", "expected >= 1024");
   if (o.tool_call_parser != "auto")
     serve::parse_tool_call_format(o.tool_call_parser, "--tool-call-parser");
@@ -56,8 +59,24 @@ void check_options(const ServeOpts& o) {
 
 // Waits for SIGTERM / SIGINT, then drains: admission closes, running requests get the deadline,
 // what is left is aborted, and the responses in flight are given a moment to be written.
-void serve_until_signal(AsyncEngine& engine, serve::HttpServer& server, double drain_seconds) {
-  while (!g_interrupted) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+void serve_until_signal(AsyncEngine& engine, serve::HttpServer& server, double drain_seconds,
+                        double log_seconds) {
+  // Every log_seconds while there is work (or was since the last line), one line of the
+  // engine's state and throughput.
+  EngineStats before = engine.stats();
+  auto last = std::chrono::steady_clock::now();
+  while (!g_interrupted) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (log_seconds <= 0) continue;
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - last).count();
+    if (dt < log_seconds) continue;
+    const EngineStats s = engine.stats();
+    if (s.running + s.waiting > 0 || s.steps_total != before.steps_total)
+      std::fprintf(stderr, "%s\n", serve::stats_log_line(s, before, dt).c_str());
+    before = s;
+    last = now;
+  }
   engine.close_admission();
   const EngineStats s = engine.stats();
   std::fprintf(stderr, "serve: draining %d running and %d waiting requests (at most %.0f s)\n",
@@ -104,6 +123,9 @@ Runner add_serve(CLI::App& app) {
                  "largest request body accepted (default 4 MiB; larger: 413)");
   app.add_option("--http-threads", o->http_threads,
                  "connections served at once (default 128; a stream holds one to its end)");
+  app.add_option("--log-stats-interval", o->log_stats_seconds,
+                 "seconds between the stats lines logged while requests run (default 10; 0: "
+                 "none)");
   app.add_option("--api-key", o->api_key,
                  "require \"Authorization: Bearer KEY\" on /v1/ routes, /tokenize and /detokenize "
                  "(default: $MEGAOPS_API_KEY; none: open)")
@@ -196,7 +218,7 @@ Runner add_serve(CLI::App& app) {
                  serve::reasoning_format_name(model.reasoning_format),
                  engine.stats().prefix_caching ? "on" : "off");
     std::fprintf(stderr, "serve: listening on http://%s:%d\n", o->host.c_str(), server.port());
-    serve_until_signal(engine, server, o->drain_seconds);
+    serve_until_signal(engine, server, o->drain_seconds, o->log_stats_seconds);
     return 0;
   };
 }

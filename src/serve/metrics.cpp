@@ -100,4 +100,25 @@ std::string prometheus_text(const EngineStats& s, const std::map<int, uint64_t>&
   return out.str();
 }
 
+std::string stats_log_line(const EngineStats& now, const EngineStats& before, double seconds) {
+  const double dt = seconds > 0 ? seconds : 1;
+  const double prompt = static_cast<double>(now.prompt_tokens_total - before.prompt_tokens_total);
+  const double gen =
+      static_cast<double>(now.generation_tokens_total - before.generation_tokens_total);
+  const uint64_t queries = now.prefix_cache_queries_total - before.prefix_cache_queries_total;
+  const uint64_t hits = now.prefix_cache_hits_total - before.prefix_cache_hits_total;
+  char hit_rate[32] = "-";
+  if (queries > 0)
+    std::snprintf(hit_rate, sizeof(hit_rate), "%.1f%%",
+                  100.0 * static_cast<double>(hits) / static_cast<double>(queries));
+  char line[320];
+  std::snprintf(line, sizeof(line),
+                "serve: %d running, %d waiting, KV cache %.1f%% used (%d of %d blocks), prompt "
+                "%.1f tok/s, generation %.1f tok/s, prefix cache hits %s",
+                now.running, now.waiting,
+                now.kv_blocks_total ? 100.0 * now.kv_blocks_used / now.kv_blocks_total : 0.0,
+                now.kv_blocks_used, now.kv_blocks_total, prompt / dt, gen / dt, hit_rate);
+  return line;
+}
+
 }  // namespace megaops::serve

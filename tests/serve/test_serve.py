@@ -436,3 +436,19 @@ def test_chat_template_flag_replaces_the_checkpoints(ckpt, tmp_path):
     assert bad.returncode != 0
     lines = bad.stderr.strip().splitlines()
     assert len(lines) == 1 and "--chat-template" in lines[0] and "does not parse" in lines[0], lines
+
+
+def test_stats_lines_are_logged_while_requests_run(ckpt):
+    s = Server(ckpt, "--log-stats-interval", "0.2", "--max-context", "256")
+    try:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=60)
+        client.completions.create(model="tiny", prompt="Hi", max_tokens=40,
+                                  extra_body={"ignore_eos": True})
+        time.sleep(0.5)
+    finally:
+        assert s.stop() == 0, "".join(s.log)
+    lines = [l for l in "".join(s.log).splitlines() if "generation" in l and "tok/s" in l]
+    assert lines and "KV cache" in lines[0] and "prefix cache hits" in lines[0], s.log
+    bad = subprocess.run([CLI, "serve", "--model", ckpt, "--cpu", "--log-stats-interval", "-1"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--log-stats-interval" in bad.stderr
