@@ -246,7 +246,12 @@ void HttpServer::Impl::take(Choices& c, std::vector<RequestOutput> outs, std::st
                            false));
       }
     } else if (!o.text.empty() || !reason.empty() || !c.started[i] || !logprobs.is_null()) {
-      event(stream_chunk(c.request, c.id, c.created, c.model, static_cast<int>(i), o.text, reason,
+      // echo: a choice's first chunk starts with its prompt.
+      const std::string text =
+          c.request.echo && !c.started[i]
+              ? c.request.prompt_texts.at(i / static_cast<size_t>(c.request.n)) + o.text
+              : o.text;
+      event(stream_chunk(c.request, c.id, c.created, c.model, static_cast<int>(i), text, reason,
                          !c.started[i], logprobs));
     }
     c.started[i] = true;

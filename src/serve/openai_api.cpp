@@ -225,8 +225,8 @@ void refuse_unsupported(const json& body, bool chat) {
              (v.is_number() && v.get<double>() == 0) || (v.is_object() && v.empty()) ||
              (v.is_string() && v.get<std::string>().empty()));
   };
-  for (const char* name : {"echo", "suffix"})
-    if (set(name)) bad(name, "not supported by this server");
+  if (set("suffix")) bad("suffix", "not supported by this server");
+  if (chat && set("echo")) bad("echo", "only /v1/completions takes echo");
   if (!chat && set("tool_choice")) bad("tool_choice", "only chat completions take tools");
   const json& best_of = field_of(body, "best_of");
   if (!best_of.is_null() && !(best_of.is_number_integer() && best_of.get<int64_t>() == 1))
@@ -461,6 +461,17 @@ ApiRequest parse_request(const std::string& text, bool chat, const ServedModel& 
     r.prompts.push_back(chat_prompt(body, m));
   } else {
     r.prompts = parse_prompts(field_of(body, "prompt"), m);
+    const json& echo = field_of(body, "echo");
+    if (!echo.is_null()) r.echo = bool_field(echo, "echo");
+    if (r.echo) {
+      if (!m.text) bad("echo", "echoing a prompt needs the checkpoint's tokenizer");
+      const json& p = field_of(body, "prompt");
+      for (size_t i = 0; i < r.prompts.size(); ++i) {
+        const json& one = p.is_string() || is_token_array(p) ? p : p[i];
+        r.prompt_texts.push_back(one.is_string() ? one.get<std::string>()
+                                                 : m.text->tokenizer().decode(r.prompts[i]));
+      }
+    }
   }
   const json& n = field_of(body, "n");
   if (!n.is_null()) r.n = static_cast<int>(int_field(n, "n", 1, MAX_CHOICES));
@@ -479,6 +490,8 @@ ApiRequest parse_request(const std::string& text, bool chat, const ServedModel& 
   parse_sampling(body, m, r);
   parse_stops(body, m, r);
   parse_logprobs(body, r);
+  if (r.echo && r.params.logprobs >= 0)
+    bad("echo", "with logprobs it needs the prompt's logprobs, which this server does not compute");
   const bool completion_tokens = chat && !field_of(body, "max_completion_tokens").is_null();
   const char* name = completion_tokens ? "max_completion_tokens" : "max_tokens";
   check_lengths(field_of(body, name), name, m, r);
@@ -665,8 +678,9 @@ json completion_response(const ApiRequest& r, const std::string& id, int64_t cre
       if (r.reasoning != ReasoningFormat::None)
         choice["message"]["reasoning_content"] =
             c.reasoning.empty() ? json(nullptr) : json(c.reasoning);
-    } else
-      choice["text"] = c.text;
+    } else {
+      choice["text"] = r.echo ? r.prompt_texts.at(i / static_cast<size_t>(r.n)) + c.text : c.text;
+    }
     int offset = 0;
     choice["logprobs"] =
         r.params.logprobs >= 0 ? logprobs_json(r, c.logprobs, text, &offset) : json(nullptr);

@@ -75,6 +75,10 @@ struct ApiRequest {
   ToolCallFormat tool_calls = ToolCallFormat::None;
   bool parallel_tool_calls = true;                    // false: only a reply's first call is kept
   ReasoningFormat reasoning = ReasoningFormat::None;  // chat: the served model's
+  // Completions' echo: each choice's text starts with its prompt's (a string prompt as given,
+  // ids decoded); prompt_texts holds one a prompt.
+  bool echo = false;
+  std::vector<std::string> prompt_texts;
 };
 
 // Most choices (n) and prompts in one request.

@@ -107,7 +107,12 @@ TEST(OpenAiApi, BadFieldsAreNamed) {
   expect_error(R"({"prompt": "x", "stop": [""]})", 400, "stop");
   expect_error(R"({"prompt": "x", "stop": ["a", 3]})", 400, "stop[1]");
   expect_error(R"({"prompt": "x", "seed": "1"})", 400, "seed");
-  expect_error(R"({"prompt": "x", "echo": true})", 400, "echo", false, "not supported");
+  expect_error(R"({"prompt": "x", "echo": true, "logprobs": 1})", 400, "echo", false,
+               "prompt's logprobs");
+  expect_error(R"({"prompt": "x", "echo": 1})", 400, "echo");
+  expect_error(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", 400, "echo",
+               true, "only /v1/completions");
+  expect_error(R"({"prompt": "x", "suffix": "y"})", 400, "suffix", false, "not supported");
   expect_error(R"({"prompt": "x", "best_of": 2})", 400, "best_of");
   expect_error(R"({"prompt": "x", "presence_penalty": 2.5})", 400, "presence_penalty", false,
                "-2..2");
@@ -304,6 +309,18 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
   EXPECT_FALSE(last["choices"][0]["delta"].contains("role"));
   EXPECT_EQ(models_response(tiny_model(), 7)["data"][0]["id"], "tiny");
+  // echo: each choice starts with its prompt (a string as given, ids decoded).
+  const ApiRequest e =
+      parse({{"prompt", json::array({"Hi there", json::array({5, 6})})}, {"echo", true}, {"n", 2}});
+  ASSERT_EQ(e.prompt_texts.size(), 2u);
+  EXPECT_EQ(e.prompt_texts[0], "Hi there");
+  EXPECT_EQ(e.prompt_texts[1], testing::tiny_text().tokenizer().decode({5, 6}));
+  const json echoed = completion_response(e, "c", 7, "tiny",
+                                          {choice("!", "stop", 1), choice("?", "stop", 1),
+                                           choice("a", "stop", 1), choice("b", "stop", 1)},
+                                          4);
+  EXPECT_EQ(echoed["choices"][1]["text"], "Hi there?");
+  EXPECT_EQ(echoed["choices"][2]["text"], e.prompt_texts[1] + "a");
 }
 
 // Tools: checked as OpenAI describes them and rendered by the template; tool_choice "auto"

@@ -321,7 +321,7 @@ BAD = [
     ({"prompt": "Hello", "logprobs": 6}, 400, "logprobs"),
     ({"prompt": "Hello", "logprobs": -1}, 400, "logprobs"),
     ({"prompt": "Hello", "logprobs": "3"}, 400, "logprobs"),
-    ({"prompt": "Hello", "echo": True}, 400, "echo"),
+    ({"prompt": "Hello", "echo": True, "logprobs": 1}, 400, "echo"),
     ({"prompt": [1, 2, 99999]}, 400, "prompt[2]"),
     ({"prompt": 42}, 400, "prompt"),
     ({"max_tokens": 4}, 400, "prompt"),
@@ -452,3 +452,17 @@ def test_stats_lines_are_logged_while_requests_run(ckpt):
     bad = subprocess.run([CLI, "serve", "--model", ckpt, "--cpu", "--log-stats-interval", "-1"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "--log-stats-interval" in bad.stderr
+
+
+def test_echo_prepends_the_prompt(client):
+    whole = client.completions.create(model="tiny", prompt="Once upon", max_tokens=6,
+                                      temperature=0, echo=True, extra_body={"ignore_eos": True})
+    plain = greedy(client, "Once upon", max_tokens=6)
+    assert whole.choices[0].text == "Once upon" + plain.choices[0].text
+    chunks = list(client.completions.create(model="tiny", prompt="Once upon", max_tokens=6,
+                                            temperature=0, echo=True, stream=True,
+                                            extra_body={"ignore_eos": True}))
+    assert "".join(c.choices[0].text for c in chunks) == whole.choices[0].text
+    assert chunks[0].choices[0].text.startswith("Once upon")
+    with pytest.raises(openai.BadRequestError, match="prompt's logprobs"):
+        client.completions.create(model="tiny", prompt="x", max_tokens=2, echo=True, logprobs=1)
