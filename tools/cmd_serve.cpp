@@ -108,10 +108,11 @@ Runner add_serve(CLI::App& app) {
   add_engine_runner_options(app, o->runner);
   app.add_option("--host", o->host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", o->port, "port to listen on (default 8000; 0: any free port)");
-  app.add_option("--max-batch", o->runner.max_batch,
+  // vLLM's names too (--max-num-seqs, --max-model-len), so its users' command lines carry over.
+  app.add_option("--max-batch,--max-num-seqs", o->runner.max_batch,
                  "most requests decoded together (default 8; on the GPU 1..64, the largest "
                  "captured decode bucket)");
-  app.add_option("--max-context", o->max_context,
+  app.add_option("--max-context,--max-model-len", o->max_context,
                  "positions per request: prompt + max_tokens (default 4096, at most the model's)");
   app.add_option("--max-prefill-chunk", o->max_prefill_chunk,
                  "most prompt tokens of one request in a step (default: the budget)");

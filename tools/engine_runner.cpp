@@ -22,7 +22,7 @@ void add_engine_runner_options(CLI::App& app, EngineRunnerOptions& o) {
                  "fraction of the GPU's memory the weights, buffers and KV cache may take when "
                  "--kv-blocks is 0 (default 0.9, as vLLM's)");
   app.add_option("--block-size", o.block_size, "positions per KV block (default 16)");
-  app.add_option("--max-step-tokens", o.max_step_tokens,
+  app.add_option("--max-step-tokens,--max-num-batched-tokens", o.max_step_tokens,
                  "token budget of one engine step, prompt chunks and decode rows (default: the "
                  "runner's)");
 }

@@ -439,7 +439,9 @@ def test_chat_template_flag_replaces_the_checkpoints(ckpt, tmp_path):
 
 
 def test_stats_lines_are_logged_while_requests_run(ckpt):
-    s = Server(ckpt, "--log-stats-interval", "0.2", "--max-context", "256")
+    # vLLM's names of the batch, context and step-budget flags are taken too.
+    s = Server(ckpt, "--log-stats-interval", "0.2", "--max-model-len", "256", "--max-num-seqs",
+               "4", "--max-num-batched-tokens", "64")
     try:
         client = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=60)
         client.completions.create(model="tiny", prompt="Hi", max_tokens=40,
