@@ -76,24 +76,15 @@ bool host_sampled(const Request& r, const std::vector<int>& eos) {
          ((!p.ignore_eos && !eos.empty()) || !p.stop_token_ids.empty());
 }
 
-// The request's next token from its row's raw logits: logit_bias and min_tokens, then the
-// repetition, frequency and presence penalties (vLLM's order), then ref::sample with the
-// request's own random stream (what the runners' samplers draw with).
+// The request's next token from its row's raw logits: logit_bias, the repetition, frequency and
+// presence penalties, min_tokens' mask, min_p after temperature (vLLM's definitions), then
+// ref::sample with the request's own random stream (what the runners' samplers draw with).
 int host_sample(Request& r, const float* raw, int vocab, const std::vector<int>& eos) {
   for (int i = 0; i < vocab; ++i)
     if (!std::isfinite(raw[i])) return NONFINITE_LOGITS_TOKEN;
   const RequestParams& p = r.params;
   std::vector<float> x(raw, raw + vocab);
   for (const auto& [id, bias] : p.logit_bias) x[id] += bias;
-  if (static_cast<int>(r.output.size()) < p.min_tokens) {
-    // Lowest, not -inf: ref::sample reads a non-finite logit as a broken row.
-    const float never = std::numeric_limits<float>::lowest();
-    if (!p.ignore_eos)
-      for (int id : eos)
-        if (id >= 0 && id < vocab) x[id] = never;
-    for (int id : p.stop_token_ids)
-      if (id < vocab) x[id] = never;
-  }
   if (p.repetition_penalty != 1) {
     if (r.prompt_ids.empty()) r.prompt_ids.insert(r.prompt.begin(), r.prompt.end());
     const auto penalise = [&](int id) {
@@ -105,12 +96,22 @@ int host_sample(Request& r, const float* raw, int vocab, const std::vector<int>&
   }
   for (const auto& [id, count] : r.output_counts)
     x[id] -= p.frequency_penalty * static_cast<float>(count) + p.presence_penalty;
+  // Lowest, not -inf: ref::sample reads a non-finite logit as a broken row. Masks go after the
+  // penalties, which would scale the lowest float past it (vLLM's -inf is the same mask).
+  const float never = std::numeric_limits<float>::lowest();
+  if (static_cast<int>(r.output.size()) < p.min_tokens) {
+    if (!p.ignore_eos)
+      for (int id : eos)
+        if (id >= 0 && id < vocab) x[id] = never;
+    for (int id : p.stop_token_ids)
+      if (id < vocab) x[id] = never;
+  }
   if (p.min_p > 0 && p.sampling.temperature > 0) {
     // p_i < min_p * p_max  <=>  x_i < x_max + T * ln(min_p), in the tempered distribution.
     const float cut = x[ref::argmax(x.data(), vocab)] +
                       p.sampling.temperature * std::log(std::max(p.min_p, 1e-30f));
     for (float& v : x)
-      if (v < cut) v = std::numeric_limits<float>::lowest();
+      if (v < cut) v = never;
   }
   const float u = ref::sampling_uniform(p.sampling.seed, 0, static_cast<uint32_t>(r.output.size()));
   return ref::sample(x.data(), vocab, p.sampling, u);

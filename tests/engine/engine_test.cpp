@@ -357,9 +357,9 @@ TEST(Engine, AbortingASharerKeepsTheSharedBlocks) {
 }
 
 // What a request's tokens are under penalties and biases, computed here from ref::Model's logits
-// the plain way: every id's bias and min_tokens mask, then for each id of the prompt or output the
-// repetition penalty, for each generated id its count's frequency penalty and the presence
-// penalty, then ref::sample with the request's own stream.
+// the plain way: every id's bias, then for each id of the prompt or output the repetition
+// penalty, for each generated id its count's frequency penalty and the presence penalty, then
+// min_tokens' mask and min_p, then ref::sample with the request's own stream.
 std::vector<int> penalised_reference(const std::vector<int>& prompt, const RequestParams& p,
                                      const std::vector<int>& eos) {
   const auto w = testing::tiny_weights();
@@ -372,13 +372,13 @@ std::vector<int> penalised_reference(const std::vector<int>& prompt, const Reque
     for (int id = 0; id < vocab; ++id) {
       const auto bias = p.logit_bias.find(id);
       if (bias != p.logit_bias.end()) x[id] += bias->second;
-      const bool stops = std::count(eos.begin(), eos.end(), id) > 0 ||
-                         std::count(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) > 0;
-      if (stops && static_cast<int>(out.size()) < p.min_tokens) x[id] = -3e38f;
       const int count = static_cast<int>(std::count(out.begin(), out.end(), id));
       const bool seen = count > 0 || std::count(prompt.begin(), prompt.end(), id) > 0;
       if (seen) x[id] = x[id] > 0 ? x[id] / p.repetition_penalty : x[id] * p.repetition_penalty;
       if (count > 0) x[id] -= p.frequency_penalty * count + p.presence_penalty;
+      const bool stops = std::count(eos.begin(), eos.end(), id) > 0 ||
+                         std::count(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) > 0;
+      if (stops && static_cast<int>(out.size()) < p.min_tokens) x[id] = -3e38f;
     }
     if (p.min_p > 0 && p.sampling.temperature > 0) {  // probabilities after temperature
       const double top = *std::max_element(x.begin(), x.end());
@@ -423,15 +423,23 @@ TEST(Engine, PenaltiesAndBiasesFollowVllmsDefinitionAloneAndBatched) {
   stop_token.logit_bias = {{33, 100.0f}};
   stop_token.stop_token_ids = {33};
   cases.push_back(stop_token);
+  // min_tokens beside a repetition penalty, the EOS id in the prompt: the mask stays a mask (the
+  // penalty scaling it would overflow to -inf, a broken row).
+  RequestParams masked = early;
+  masked.repetition_penalty = 1.5f;
+  cases.push_back(masked);
   EngineOptions eo;
   eo.eos_token_ids = {eos};
+  const auto prompt_of = [&](size_t i) {
+    std::vector<int> p = prompt_ids(9 + 7 * static_cast<int>(i), static_cast<int>(i));
+    if (cases[i].repetition_penalty != 1 && cases[i].min_tokens > 0) p[3] = eos;
+    return p;
+  };
   std::vector<std::vector<int>> want;
   for (size_t i = 0; i < cases.size(); ++i) {
-    want.push_back(penalised_reference(prompt_ids(9 + 7 * static_cast<int>(i), static_cast<int>(i)),
-                                       cases[i], eo.eos_token_ids));
+    want.push_back(penalised_reference(prompt_of(i), cases[i], eo.eos_token_ids));
     auto e = tiny_engine({}, eo);
-    const Finished f =
-        run_one(*e, prompt_ids(9 + 7 * static_cast<int>(i), static_cast<int>(i)), cases[i]);
+    const Finished f = run_one(*e, prompt_of(i), cases[i]);
     EXPECT_EQ(f.tokens, want.back()) << "case " << i;
   }
   // The greedy case's penalties change its tokens; the min_tokens cases end right after.
@@ -444,6 +452,8 @@ TEST(Engine, PenaltiesAndBiasesFollowVllmsDefinitionAloneAndBatched) {
   EXPECT_EQ(want[3].back(), eos);
   EXPECT_EQ(want[4].size(), 5u);
   EXPECT_EQ(want[4].back(), 33);
+  EXPECT_EQ(want[5].size(), 5u);
+  EXPECT_EQ(want[5].back(), eos);
   // Together, beside plain requests, in small chunks: the same tokens.
   CpuRunnerOptions ro;
   ro.max_decode_rows = 6;
@@ -452,8 +462,7 @@ TEST(Engine, PenaltiesAndBiasesFollowVllmsDefinitionAloneAndBatched) {
   auto e = tiny_engine(ro, small);
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < cases.size(); ++i) {
-    ids.push_back(
-        e->add_request(prompt_ids(9 + 7 * static_cast<int>(i), static_cast<int>(i)), cases[i]));
+    ids.push_back(e->add_request(prompt_of(i), cases[i]));
     e->add_request(prompt_ids(12, 40 + static_cast<int>(i)), greedy(6));
   }
   const auto got = run_to_end(*e);
