@@ -157,9 +157,15 @@ Runner add_serve(CLI::App& app) {
                    o->runner.model.c_str());
     if (!o->chat_template.empty()) {
       if (!text) throw_input_error("--chat-template", "", "needs the checkpoint's tokenizer.json");
-      // A path to a file, else the template itself (as vLLM takes it).
+      // A path to a file, else the template itself (as vLLM takes it); text with no Jinja
+      // delimiter that names no file is a mistyped path, not a template.
       std::error_code ec;
       const bool file = std::filesystem::is_regular_file(o->chat_template, ec);
+      if (!file && o->chat_template.find("{{") == std::string::npos &&
+          o->chat_template.find("{%") == std::string::npos)
+        throw_input_error("--chat-template", "",
+                          "'" + o->chat_template +
+                              "' is no file, nor a template (it holds no {{ or {%)");
       text->set_chat_template(file ? read_text_file(o->chat_template) : o->chat_template,
                               file ? o->chat_template : std::string("--chat-template"));
     }

@@ -436,6 +436,13 @@ def test_chat_template_flag_replaces_the_checkpoints(ckpt, tmp_path):
     assert bad.returncode != 0
     lines = bad.stderr.strip().splitlines()
     assert len(lines) == 1 and "--chat-template" in lines[0] and "does not parse" in lines[0], lines
+    for args, fragment in [(["--chat-template", "/no/such/template.jinja"], "is no file"),
+                           (["--tool-call-parser", "mistral"], "--tool-call-parser"),
+                           (["--reasoning-parser", "o1"], "--reasoning-parser")]:
+        bad = subprocess.run([CLI, "serve", "--model", ckpt, "--cpu", "--port", "0", *args],
+                             capture_output=True, text=True, timeout=60)
+        lines = bad.stderr.strip().splitlines()
+        assert bad.returncode != 0 and len(lines) == 1 and fragment in lines[0], (args, lines)
 
 
 def test_stats_lines_are_logged_while_requests_run(ckpt):
