@@ -227,7 +227,8 @@ class PyLLM {
     };
     const std::string text =
         text_.render_chat(parse(messages, "messages"), add_generation_prompt,
-                          extra.empty() ? nlohmann::ordered_json(nullptr) : parse(extra, "tools / chat_template_kwargs"));
+                          extra.empty() ? nlohmann::ordered_json(nullptr)
+                                        : parse(extra, "tools / chat_template_kwargs"));
     return text_.tokenizer().encode(text, false);
   }
   const std::string& backend() const { return backend_; }

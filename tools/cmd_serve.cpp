@@ -163,9 +163,9 @@ Runner add_serve(CLI::App& app) {
       const bool file = std::filesystem::is_regular_file(o->chat_template, ec);
       if (!file && o->chat_template.find("{{") == std::string::npos &&
           o->chat_template.find("{%") == std::string::npos)
-        throw_input_error("--chat-template", "",
-                          "'" + o->chat_template +
-                              "' is no file, nor a template (it holds no {{ or {%)");
+        throw_input_error(
+            "--chat-template", "",
+            "'" + o->chat_template + "' is no file, nor a template (it holds no {{ or {%)");
       text->set_chat_template(file ? read_text_file(o->chat_template) : o->chat_template,
                               file ? o->chat_template : std::string("--chat-template"));
     }
@@ -196,18 +196,18 @@ Runner add_serve(CLI::App& app) {
     model.max_context = max_context;
     model.kv_positions = kv.num_blocks * kv.block_size;
     model.vocab_size = ckpt.config().vocab_size;
+    // The readers' formats: as named, or ("auto") what the chat template teaches (no template:
+    // none).
+    const std::string chat_template =
+        text && text->has_chat_template() ? text->config().chat_template : "";
     model.tool_call_format =
-        o->tool_call_parser != "auto"
-            ? serve::parse_tool_call_format(o->tool_call_parser, "--tool-call-parser")
-        : text && text->has_chat_template()
-            ? serve::detect_tool_call_format(text->config().chat_template)
-            : serve::ToolCallFormat::None;
+        o->tool_call_parser == "auto"
+            ? serve::detect_tool_call_format(chat_template)
+            : serve::parse_tool_call_format(o->tool_call_parser, "--tool-call-parser");
     model.reasoning_format =
-        o->reasoning_parser != "auto"
-            ? serve::parse_reasoning_format(o->reasoning_parser, "--reasoning-parser")
-        : text && text->has_chat_template()
-            ? serve::detect_reasoning_format(text->config().chat_template)
-            : serve::ReasoningFormat::None;
+        o->reasoning_parser == "auto"
+            ? serve::detect_reasoning_format(chat_template)
+            : serve::parse_reasoning_format(o->reasoning_parser, "--reasoning-parser");
     serve::ServerOptions so;
     so.host = o->host;
     so.port = o->port;

@@ -626,13 +626,16 @@ void split_reply(const ApiRequest& r, ChoiceResult* c,
     apply_tool_calls(r, extract_tool_calls(r.tool_calls, c->text, make_id), c);
 }
 
-json reasoning_chunk(const ApiRequest& r, const std::string& id, int64_t created,
-                     const std::string& model, int index, const std::string& reasoning, bool first,
-                     const json& logprobs) {
+namespace {
+
+// A chat chunk whose delta holds one field (and the role in a choice's first chunk).
+json delta_chunk(const ApiRequest& r, const std::string& id, int64_t created,
+                 const std::string& model, int index, const char* field, json value, bool first,
+                 const json& logprobs) {
   json out = head(r, id, created, model, true);
   json delta = json::object();
   if (first) delta["role"] = "assistant";
-  delta["reasoning_content"] = reasoning;
+  delta[field] = std::move(value);
   out["choices"] = json::array({{{"index", index},
                                  {"delta", std::move(delta)},
                                  {"logprobs", logprobs},
@@ -641,19 +644,19 @@ json reasoning_chunk(const ApiRequest& r, const std::string& id, int64_t created
   return out;
 }
 
+}  // namespace
+
+json reasoning_chunk(const ApiRequest& r, const std::string& id, int64_t created,
+                     const std::string& model, int index, const std::string& reasoning, bool first,
+                     const json& logprobs) {
+  return delta_chunk(r, id, created, model, index, "reasoning_content", reasoning, first, logprobs);
+}
+
 json tool_calls_chunk(const ApiRequest& r, const std::string& id, int64_t created,
                       const std::string& model, int index, const std::vector<ToolCall>& calls,
                       bool first) {
-  json out = head(r, id, created, model, true);
-  json delta = json::object();
-  if (first) delta["role"] = "assistant";
-  delta["tool_calls"] = tool_calls_json(calls, true);
-  out["choices"] = json::array({{{"index", index},
-                                 {"delta", std::move(delta)},
-                                 {"logprobs", nullptr},
-                                 {"finish_reason", nullptr}}});
-  if (r.include_usage) out["usage"] = nullptr;
-  return out;
+  return delta_chunk(r, id, created, model, index, "tool_calls", tool_calls_json(calls, true),
+                     first, nullptr);
 }
 
 json completion_response(const ApiRequest& r, const std::string& id, int64_t created,

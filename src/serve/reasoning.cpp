@@ -1,9 +1,8 @@
 // See reasoning.h.
 #include "serve/reasoning.h"
 
-#include <algorithm>
-
 #include "core/error.h"
+#include "serve/reply_text.h"
 
 namespace megaops::serve {
 
@@ -11,18 +10,6 @@ namespace {
 
 const std::string OPEN = "<think>";
 const std::string CLOSE = "</think>";
-
-size_t skip_space(const std::string& s, size_t i = 0) {
-  while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
-  return i;
-}
-
-// The length of the longest suffix of `s` that is a proper prefix of `marker`.
-size_t held_back(const std::string& s, const std::string& marker) {
-  for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n)
-    if (s.compare(s.size() - n, n, marker, 0, n) == 0) return n;
-  return 0;
-}
 
 }  // namespace
 
@@ -76,7 +63,7 @@ ReasoningSplit ReasoningStream::feed(const std::string& delta) {
   if (state_ == State::Reasoning) {
     const size_t close = buf.find(CLOSE);
     if (close == std::string::npos) {
-      const size_t keep = held_back(buf, CLOSE);
+      const size_t keep = marker_tail(buf, CLOSE);
       out.reasoning = buf.substr(0, buf.size() - keep);
       held_ = buf.substr(buf.size() - keep);
       return out;

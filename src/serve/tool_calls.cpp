@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "serve/reply_text.h"
 
 namespace megaops::serve {
 
@@ -15,10 +16,6 @@ namespace {
 constexpr const char* HERMES_OPEN = "<tool_call>";
 constexpr const char* HERMES_CLOSE = "</tool_call>";
 constexpr const char* PYTHON_TAG = "<|python_tag|>";
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
 
 // One call from a parsed object: a non-empty string "name" and its arguments (an object, or a
 // string holding JSON) under "arguments" or "parameters"; nullopt for anything else.
@@ -99,33 +96,24 @@ ParsedReply extract_hermes(const std::string& text, const std::function<std::str
 
 ParsedReply extract_llama3_json(const std::string& text,
                                 const std::function<std::string()>& make_id) {
-  size_t i = 0;
-  while (i < text.size() && is_space(text[i])) ++i;
+  size_t i = skip_space(text);
   if (text.compare(i, std::char_traits<char>::length(PYTHON_TAG), PYTHON_TAG) == 0)
     i += std::char_traits<char>::length(PYTHON_TAG);
   std::vector<ToolCall> calls;
   while (true) {
-    while (i < text.size() && is_space(text[i])) ++i;
+    i = skip_space(text, i);
     if (i >= text.size() || text[i] != '{') break;
     const size_t end = object_end(text, i);
     if (end == std::string::npos) return {text, {}};
     std::optional<ToolCall> call = call_of_text(text.substr(i, end - i), make_id);
     if (!call) return {text, {}};
     calls.push_back(std::move(*call));
-    i = end;
-    while (i < text.size() && is_space(text[i])) ++i;
+    i = skip_space(text, end);
     if (i < text.size() && text[i] == ';') ++i;
   }
   // All or nothing: a reply that is not wholly calls is content (vLLM's llama3_json parser).
   if (calls.empty() || i < text.size()) return {text, {}};
   return {"", std::move(calls)};
-}
-
-// The length of the longest suffix of `s` that is a proper prefix of `marker`.
-size_t marker_prefix_suffix(const std::string& s, const std::string& marker) {
-  for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n)
-    if (s.compare(s.size() - n, n, marker, 0, n) == 0) return n;
-  return 0;
 }
 
 }  // namespace
@@ -179,8 +167,7 @@ std::string ToolCallStream::feed(const std::string& delta) {
   if (format_ == ToolCallFormat::Llama3Json) {
     if (decided_) return delta;
     held_ += delta;
-    size_t i = 0;
-    while (i < held_.size() && is_space(held_[i])) ++i;
+    const size_t i = skip_space(held_);
     if (i == held_.size()) return "";
     const std::string tag = PYTHON_TAG;
     const std::string rest = held_.substr(i, tag.size());
@@ -199,7 +186,7 @@ std::string ToolCallStream::feed(const std::string& delta) {
     held_ = text.substr(open);
     return text.substr(0, open);
   }
-  const size_t keep = marker_prefix_suffix(text, HERMES_OPEN);
+  const size_t keep = marker_tail(text, HERMES_OPEN);
   held_ = text.substr(text.size() - keep);
   return text.substr(0, text.size() - keep);
 }
