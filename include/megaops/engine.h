@@ -52,8 +52,8 @@ struct RequestParams {
   // position (0..MAX_LOGPROBS; -1: off): the log-softmax of the model's raw logits, before
   // temperature, top-k and top-p (vLLM's default "raw" logprobs).
   int logprobs = -1;
-  // Penalties and biases (OpenAI's and vLLM's), applied to the row's logits in vLLM's order
-  // (logit_bias and min_tokens, then the penalties) before temperature, top-k and top-p. A
+  // Penalties and biases (OpenAI's and vLLM's), applied to the row's logits as vLLM defines them
+  // (logit_bias, then the penalties, then min_tokens' mask) before temperature, top-k and top-p. A
   // request that sets any is sampled on the engine's thread from its row's fp32 logits (the same
   // definition and random stream as the runners' samplers, ref::sample), so it gets them on every
   // runner and plan; the others keep the runner's sampler.

@@ -125,11 +125,11 @@ class SamplingParams:
     # Per generated token, the log-probabilities of it and of the `logprobs` most likely tokens
     # (0..20; None: off), of the raw logits before temperature / top-k / top-p (vLLM's default).
     logprobs: Optional[int] = None
-    # Applied to the logits before temperature / top-k / top-p, in vLLM's order: logit_bias
-    # ({token id: -100..100}) and min_tokens (EOS and stop_token_ids held back before that many
-    # tokens), then repetition_penalty (> 0; prompt and output ids), frequency_penalty and
-    # presence_penalty (-2..2; output ids); min_p (0..1) drops tokens less likely than min_p times
-    # the most likely one after temperature.
+    # Applied to the logits before temperature / top-k / top-p, as vLLM defines them: logit_bias
+    # ({token id: -100..100}), then repetition_penalty (> 0; prompt and output ids),
+    # frequency_penalty and presence_penalty (-2..2; output ids), then min_tokens (EOS and
+    # stop_token_ids held back before that many tokens); min_p (0..1) drops tokens less likely
+    # than min_p times the most likely one after temperature.
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0

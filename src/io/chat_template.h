@@ -34,7 +34,7 @@ class ChatTemplate {
 
   // Steps of work one render may spend (statements, variables copied into new scopes, loop items,
   // range and repetition elements, string parts and bytes made or copied): 8,000,000 by default,
-  // about a second, or ~39,000 messages of Qwen 3's template.
+  // room for 26,000-message conversations through either family's template (tested).
   // Process-wide; a harness lowers it to keep each input fast.
   static uint64_t render_step_limit();
   static void set_render_step_limit(uint64_t steps);
